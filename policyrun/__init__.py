@@ -1,0 +1,5 @@
+"""policyrun: executable, gated engineering policy."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,154 @@
+"""The facts snapshot: every fact a probe collected, or the error it met, with provenance.
+
+Facts are keyed by probe id. A fact holds either a JSON value or an error, never both; the
+interpreter treats an error exactly like a missing fact, so it can never yield PASS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from policyrun.errors import Location, UsageError
+
+FACTS_FORMAT = 1
+
+
+class FactError(BaseModel):
+    """Why a fact could not be collected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(description="Stable cause, e.g. git.unknown_ref, nvml.library_not_found, refused.permission.")
+    message: str = Field(description="What went wrong and what to do about it.")
+
+
+class RepoState(BaseModel):
+    """The repository a fact was read from, as it was at collection time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    head: str | None = None
+
+
+class Provenance(BaseModel):
+    """Where a fact came from, so an auditor can re-run it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    probe: str = Field(description="Probe id in the rulebook.")
+    kind: str = Field(description="Registered probe kind (the rulebook's `uses`).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameters after interpolation.")
+    commands: list[str] = Field(default_factory=list, description="Commands run or library calls made, in order.")
+    repo: RepoState | None = None
+    sources: list[str] = Field(default_factory=list, description="Files read, as path or path:line.")
+    started_at: str | None = Field(default=None, description="UTC ISO-8601 timestamp.")
+    finished_at: str | None = Field(default=None, description="UTC ISO-8601 timestamp.")
+    duration_s: float | None = None
+    error: FactError | None = None
+
+
+class Fact(BaseModel):
+    """One probe's result: a value or an error, with provenance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: Any = None
+    error: FactError | None = None
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _value_or_error(self) -> Fact:
+        if self.error is not None and self.value is not None:
+            raise ValueError("a fact holds a value or an error, not both")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class FactsSnapshot(BaseModel):
+    """A facts file: `policyrun collect -o facts.json` writes one, `evaluate --facts` reads it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policyrun_facts: int = Field(default=FACTS_FORMAT, description="Facts format version.")
+    collected_at: str | None = Field(default=None, description="UTC timestamp; not part of the digest.")
+    rulebook: str | None = Field(default=None, description="Name of the rulebook the facts were collected for.")
+    mode: str | None = None
+    facts: dict[str, Fact] = Field(default_factory=dict)
+
+    def values(self) -> dict[str, Any]:
+        """The CEL `facts` variable: values of facts that were collected without error."""
+        return {k: f.value for k, f in self.facts.items() if f.error is None}
+
+    def digest(self) -> str:
+        """sha256 over the facts alone (timestamps excluded), stable across key order."""
+        payload = {k: _strip_times(f.model_dump(mode="json")) for k, f in sorted(self.facts.items())}
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True,
+                          ensure_ascii=False) + "\n"
+
+
+_TIME_KEYS = frozenset({"started_at", "finished_at", "duration_s"})
+
+
+def _strip_times(fact: dict[str, Any]) -> dict[str, Any]:
+    prov = {k: v for k, v in fact.get("provenance", {}).items() if k not in _TIME_KEYS}
+    return {**fact, "provenance": prov}
+
+
+def load_facts(path: Path) -> FactsSnapshot:
+    """Read one facts file; errors name the file and the offending key."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read facts file: {exc.strerror}; check the --facts path",
+                         code="F001", location=Location(str(path))) from None
+    except UnicodeDecodeError:
+        raise UsageError("facts file is not valid UTF-8", code="F001", location=Location(str(path))) from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"facts file is not valid JSON: {exc.msg}", code="F002",
+                         location=Location(str(path), exc.lineno, exc.colno)) from None
+    try:
+        return FactsSnapshot.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = " → ".join(str(p) for p in first["loc"]) or "(top level)"
+        raise UsageError(f"facts file does not match the facts schema at {where}: {first['msg']} "
+                         "(see `policyrun schema facts`)", code="F003", location=Location(str(path))) from None
+
+
+def merge_facts(snapshots: Iterable[tuple[str, FactsSnapshot]]) -> FactsSnapshot:
+    """Merge several snapshots; the same probe id with different content is an error."""
+    merged: dict[str, Fact] = {}
+    origin: dict[str, str] = {}
+    for name, snap in snapshots:
+        for key, fact in snap.facts.items():
+            if key in merged and _strip_times(merged[key].model_dump(mode="json")) != _strip_times(
+                    fact.model_dump(mode="json")):
+                raise UsageError(f"fact {key!r} differs between {origin[key]} and {name}; "
+                                 "pass only one of them or remove the fact from one file",
+                                 code="F004", location=Location(name))
+            merged.setdefault(key, fact)
+            origin.setdefault(key, name)
+    return FactsSnapshot(facts=dict(sorted(merged.items())))
+
+
+def fact_from_mapping(probe: str, kind: str, value: Any = None, error: Mapping[str, str] | None = None) -> Fact:
+    """Convenience for tests and hand-written facts."""
+    err = FactError(**error) if error else None
+    return Fact(value=None if err else value, error=err,
+                provenance=Provenance(probe=probe, kind=kind, error=err))

@@ -1,0 +1,190 @@
+"""The rulebook language as frozen pydantic models.
+
+The models validate shape only. Cross-references (modes naming phases, checks naming probes)
+and expressions are checked by `policyrun.rulebook`/`policyrun.lint`, which know positions.
+Short forms that people write (a precondition as a bare string, a mode phase as a bare id) are
+normalised here so everything downstream sees one shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FORMAT_VERSION = 1
+
+Status = Literal["PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED"]
+STATUSES: tuple[str, ...] = ("PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED")
+FailStatus = Literal["FAIL", "BLOCKED", "STOPPED"]
+# What a check whose facts are missing becomes: UNKNOWN is tolerated (an evidence gap that is
+# recorded but does not stop PASS); the other values decide the phase status.
+MissingPolicy = Literal["UNKNOWN", "FAIL", "BLOCKED", "STOPPED"]
+InputType = Literal["string", "path", "int", "bool", "list"]
+
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ModeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+Expression = Annotated[str, Field(min_length=1, description="A CEL expression over facts, inputs, vars, mode, phases.")]
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class InputSpec(BaseModel):
+    model_config = _STRICT
+
+    type: InputType = "string"
+    required: bool = False
+    default: Any = None
+    description: str = ""
+
+
+class ModePhase(BaseModel):
+    """A phase a mode runs; `when` (CEL over inputs and vars) selects it per evaluation."""
+
+    model_config = _STRICT
+
+    phase: Identifier
+    when: Expression | None = None
+
+
+class Mode(BaseModel):
+    model_config = _STRICT
+
+    description: str = ""
+    phases: list[ModePhase]
+    permissions: dict[str, bool] = Field(default_factory=dict,
+                                         description="Side effects the mode allows, e.g. gpu_context, write_repos.")
+    on_missing: MissingPolicy = Field(default="BLOCKED",
+                                      description="Default for checks whose facts are missing in this mode.")
+
+    @field_validator("phases", mode="before")
+    @classmethod
+    def _short_phases(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"phase": p} if isinstance(p, str) else p for p in v]
+        return v
+
+
+class ProbeSpec(BaseModel):
+    model_config = _STRICT
+
+    uses: str = Field(description="A registered probe kind; `policyrun probes` lists them.")
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    modes: list[str] | None = Field(default=None, description="Collect only in these modes (default: all).")
+    timeout_s: float = Field(default=60.0, gt=0)
+    description: str = ""
+
+
+class Condition(BaseModel):
+    """A precondition; a bare string is shorthand for `{check: ...}`."""
+
+    model_config = _STRICT
+
+    id: Identifier | None = None
+    check: Expression
+    message: str | None = None
+
+
+OnMissing = MissingPolicy | dict[str, MissingPolicy]
+
+
+class Evidence(BaseModel):
+    model_config = _STRICT
+
+    id: Identifier
+    description: str = ""
+    check: Expression
+    applies_when: Expression | None = None
+    on_fail: FailStatus = "FAIL"
+    on_missing: OnMissing | None = Field(default=None, description="A status, or one per mode; default: the mode's.")
+    message: str | None = Field(default=None, description="Blocker text when the check fails; may use ${...}.")
+
+
+class StopCondition(BaseModel):
+    model_config = _STRICT
+
+    id: Identifier | None = None
+    when: Expression
+    status: FailStatus = "STOPPED"
+    blocker: str
+    on_missing: OnMissing | None = None
+
+
+class Phase(BaseModel):
+    model_config = _STRICT
+
+    id: Identifier
+    title: str = ""
+    description: str = ""
+    requires: list[Identifier] | None = Field(
+        default=None, description="Earlier phases that must PASS; default: every earlier phase of the mode.")
+    preconditions: list[Condition] = Field(default_factory=list)
+    stop_when: list[StopCondition] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    next: dict[Status, str] = Field(default_factory=dict)
+    references: list[str] = Field(default_factory=list)
+
+    @field_validator("preconditions", mode="before")
+    @classmethod
+    def _short_conditions(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"check": c} if isinstance(c, str) else c for c in v]
+        return v
+
+
+class Verdict(BaseModel):
+    model_config = _STRICT
+
+    id: Identifier
+    when: Expression
+    summary: str = ""
+
+
+class ReportSpec(BaseModel):
+    model_config = _STRICT
+
+    templates: dict[str, str] = Field(default_factory=dict,
+                                      description="Report name → Jinja2 template path, relative to the rulebook.")
+    template: str | None = Field(default=None, description="Shorthand for templates.md.")
+
+
+class Rulebook(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
+                              json_schema_extra={"title": "policyrun rulebook"})
+
+    policyrun: Literal[1] = Field(description="Rulebook format version.")
+    name: ModeName
+    version: str = "0"
+    description: str = ""
+    references: list[str] = Field(default_factory=list)
+    inputs: dict[Identifier, InputSpec] = Field(default_factory=dict)
+    vars: dict[Identifier, Any] = Field(default_factory=dict)
+    schemas: dict[Identifier, dict[str, Any] | str] = Field(
+        default_factory=dict, description="JSON Schemas for attestation files, inline or a path.")
+    modes: dict[ModeName, Mode]
+    probes: dict[Identifier, ProbeSpec] = Field(default_factory=dict)
+    phases: list[Phase]
+    verdicts: list[Verdict] = Field(default_factory=list)
+    report: ReportSpec | None = None
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) else v
+
+    @model_validator(mode="after")
+    def _nonempty(self) -> Rulebook:
+        if not self.modes:
+            raise ValueError("a rulebook needs at least one mode")
+        return self
+
+    def phase(self, phase_id: str) -> Phase | None:
+        return next((p for p in self.phases if p.id == phase_id), None)
+
+
+def on_missing_for(policy: OnMissing | None, mode: str, mode_default: MissingPolicy) -> MissingPolicy:
+    if policy is None:
+        return mode_default
+    if isinstance(policy, str):
+        return policy  # type: ignore[return-value]
+    return policy.get(mode, policy.get("default", mode_default))  # type: ignore[return-value]

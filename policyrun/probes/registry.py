@@ -1,0 +1,53 @@
+"""The one list of probe kinds: built-ins plus the `policyrun.probes` entry-point group."""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from importlib.metadata import entry_points
+
+from policyrun.errors import UsageError
+from policyrun.probes.base import Probe
+
+# Each module exposes `PROBES: list[Probe]`. Modules import heavy libraries lazily, so loading
+# this list is cheap enough for `policyrun lint`.
+BUILTIN_MODULES = (
+    "policyrun.probes.const",
+    "policyrun.probes.git",
+    "policyrun.probes.search",
+    "policyrun.probes.pins",
+    "policyrun.probes.files",
+    "policyrun.probes.gpu",
+    "policyrun.probes.python_stack",
+    "policyrun.probes.toolchain",
+    "policyrun.probes.junit",
+    "policyrun.probes.results",
+    "policyrun.probes.system",
+)
+
+ENTRY_POINT_GROUP = "policyrun.probes"
+
+
+@cache
+def registry() -> dict[str, Probe]:
+    kinds: dict[str, Probe] = {}
+    for name in BUILTIN_MODULES:
+        for probe in importlib.import_module(name).PROBES:
+            kinds[probe.kind] = probe
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin must not take the CLI down
+            raise UsageError(f"probe plugin {ep.name!r} ({ep.value}) failed to load: {exc}; "
+                             "fix or uninstall the package that provides it", code="P001") from None
+        probe = obj() if callable(obj) and not isinstance(obj, Probe) else obj
+        if not isinstance(probe, Probe):
+            raise UsageError(f"probe plugin {ep.name!r} ({ep.value}) does not implement the probe "
+                             "protocol (kind, summary, params_schema, fact_schema, side_effects, run)",
+                             code="P001")
+        kinds.setdefault(probe.kind, probe)
+    return kinds
+
+
+def get(kind: str) -> Probe | None:
+    return registry().get(kind)

@@ -1,0 +1,121 @@
+"""The verdict trace: what auditors read, and what every report renders.
+
+Every consumer (`explain`, reports, JUnit, `diff`, coverage in `policyrun test`) reads this and
+never evaluates again. It is byte-for-byte deterministic for the same rulebook, inputs and facts
+apart from `generated_at`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policyrun.errors import Location, UsageError
+from policyrun.facts import Provenance
+from policyrun.model import Status
+
+TRACE_FORMAT = 1
+
+CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection"]
+CheckResult = Literal["SATISFIED", "UNSATISFIED", "UNKNOWN", "NOT_APPLICABLE", "NOT_EVALUATED"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Read(BaseModel):
+    """One value a check read: its path, and the value or why it was unavailable."""
+
+    model_config = _FROZEN
+
+    path: str
+    value: Any = None
+    missing: bool = False
+    error: str | None = Field(default=None, description="The fact's collection error, when it has one.")
+
+
+class CheckRecord(BaseModel):
+    model_config = _FROZEN
+
+    id: str
+    kind: CheckKind
+    expression: str
+    result: CheckResult
+    # For evidence: SATISFIED → PASS-compatible; UNSATISFIED → `on_fail`; UNKNOWN → `on_missing`.
+    # `outcome` is the status this check imposed on the phase (null when it imposed none).
+    outcome: Status | None = None
+    reads: list[Read] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list, description="Probe ids whose provenance backs this check.")
+    message: str | None = Field(default=None, description="Why the result is what it is, for people.")
+    location: str | None = Field(default=None, description="Rulebook file:line:col of the check.")
+
+
+class PhaseRecord(BaseModel):
+    model_config = _FROZEN
+
+    phase: str
+    title: str = ""
+    status: Status
+    reason: str
+    evidence: list[CheckRecord] = Field(default_factory=list)
+    blocker: str | None = None
+    next_allowed_action: str
+    location: str | None = None
+
+
+class RulebookRef(BaseModel):
+    model_config = _FROZEN
+
+    name: str
+    version: str
+    sha256: str
+    path: str | None = None
+
+
+class VerdictRecord(BaseModel):
+    model_config = _FROZEN
+
+    id: str
+    summary: str = ""
+    expression: str | None = None
+
+
+class Trace(BaseModel):
+    model_config = _FROZEN
+
+    policyrun_trace: int = TRACE_FORMAT
+    generated_at: str | None = Field(default=None, description="UTC timestamp; the one non-deterministic field.")
+    rulebook: RulebookRef
+    mode: str
+    inputs: dict[str, Any]
+    vars: dict[str, Any] = Field(default_factory=dict)
+    facts_sha256: str
+    phases: list[PhaseRecord]
+    verdict: VerdictRecord
+    exit_code: int = Field(description="0 all required phases PASS, 1 FAIL, 2 BLOCKED or STOPPED.")
+    provenance: dict[str, Provenance] = Field(default_factory=dict,
+                                              description="Provenance of every fact a check read, by probe id.")
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+    def phase(self, phase_id: str) -> PhaseRecord | None:
+        return next((p for p in self.phases if p.phase == phase_id), None)
+
+
+def load_trace(path: Path) -> Trace:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read trace: {exc.strerror}", code="T001", location=Location(str(path))) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"trace is not valid JSON: {exc}", code="T002", location=Location(str(path))) from None
+    try:
+        return Trace.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = " → ".join(str(p) for p in first["loc"]) or "(top level)"
+        raise UsageError(f"not a policyrun trace ({where}: {first['msg']}); pass a trace.json written by "
+                         "`policyrun evaluate`", code="T003", location=Location(str(path))) from None
