@@ -35,6 +35,29 @@ class SourceMap:
     file: str
     values: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
     keys: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
+    styles: dict[NodePath, str | None] = field(default_factory=dict)  # scalar style: None, "'", '"', "|", ">"
+    text: str = ""
+
+    def locate_in_scalar(self, path: NodePath, line: int, column: int) -> Location:
+        """Map a 1-based line/column inside a string scalar's value to the file position.
+
+        Exact for plain and quoted single-line scalars and for literal blocks (`|`); for folded
+        or multi-line flow scalars the line is exact and the column approximate.
+        """
+        base = self.locate(path)
+        style = self.styles.get(tuple(path))
+        if style in ("|", ">"):
+            file_line = base.line + line
+            lines = self.text.splitlines()
+            indent = 0
+            if 0 < file_line <= len(lines):
+                row = lines[file_line - 1]
+                indent = len(row) - len(row.lstrip(" "))
+            return Location(self.file, file_line, indent + column)
+        quote = 1 if style in ("'", '"') else 0
+        if line == 1:
+            return Location(self.file, base.line, base.column + quote + column - 1)
+        return Location(self.file, base.line + line - 1, column)
 
     def locate(self, path: NodePath, *, key: bool = False) -> Location:
         """The location of `path`, or of its nearest ancestor that has one."""
@@ -70,6 +93,7 @@ class _Builder:
                                           "(alias expansion?); remove the aliases or split the file")
         self.smap.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, ScalarNode):
+            self.smap.styles[path] = node.style
             if node.tag == _TIMESTAMP:
                 return node.value  # keep dates as written; policy compares strings
             if node.tag not in _PLAIN_TAGS:

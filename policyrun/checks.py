@@ -1,0 +1,317 @@
+"""Static checks of a loaded rulebook: everything `lint` reports and `evaluate` refuses to run.
+
+Each finding has a stable code (docs/lint.md lists them), a message that says what to do, and
+the file:line:col of the node at fault (for expressions, the column inside the expression).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from policyrun.errors import Finding, FindingSink
+from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, split_template
+from policyrun.rulebook import LoadedRulebook, node_path_text
+from policyrun.yamlsource import NodePath
+
+
+@dataclass(frozen=True)
+class ExprSite:
+    source: str  # the expression text
+    path: NodePath  # YAML node holding it
+    offset: int  # offset of the expression inside the node's string (templates)
+    condition: bool  # must be a bool
+    phase_index: int | None  # phase that owns it (for `phases.X` ordering), None for verdicts
+
+
+def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
+    """Every CEL expression in the rulebook: conditions and `${...}` inside templates."""
+    model = rb.model
+    styles = rb.source.styles
+
+    def conditions(value: str, path: NodePath, phase: int | None) -> Iterator[ExprSite]:
+        yield ExprSite(value, path, 0, True, phase)
+
+    def templates(value: Any, path: NodePath, phase: int | None) -> Iterator[ExprSite]:
+        if isinstance(value, str):
+            if "${" not in value:
+                return
+            try:
+                segments = split_template(value)
+            except ExprError as exc:
+                yield ExprSite("", path, exc.column - 1, False, phase)  # reported as X004 below
+                return
+            for seg in segments:
+                if seg.is_expr:
+                    yield ExprSite(seg.text, path, seg.offset, False, phase)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from templates(v, (*path, k), phase)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                yield from templates(v, (*path, i), phase)
+
+    for name, mode in model.modes.items():
+        for i, entry in enumerate(mode.phases):
+            if entry.when is not None:
+                yield from conditions(entry.when, ("modes", name, "phases", i, "when"), None)
+    for pid, probe in model.probes.items():
+        yield from templates(probe.with_, ("probes", pid, "with"), None)
+    for pi, phase in enumerate(model.phases):
+        base: NodePath = ("phases", pi)
+        for j, cond in enumerate(phase.preconditions):
+            short = (*base, "preconditions", j) in styles
+            yield from conditions(cond.check, (*base, "preconditions", j) if short
+                                  else (*base, "preconditions", j, "check"), pi)
+            if cond.message:
+                yield from templates(cond.message, (*base, "preconditions", j, "message"), pi)
+        for j, stop in enumerate(phase.stop_when):
+            yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi)
+            yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi)
+        for j, ev in enumerate(phase.evidence):
+            yield from conditions(ev.check, (*base, "evidence", j, "check"), pi)
+            if ev.applies_when:
+                yield from conditions(ev.applies_when, (*base, "evidence", j, "applies_when"), pi)
+            if ev.message:
+                yield from templates(ev.message, (*base, "evidence", j, "message"), pi)
+        for status, text in phase.next.items():
+            yield from templates(text, (*base, "next", status), pi)
+    for vi, verdict in enumerate(model.verdicts):
+        yield from conditions(verdict.when, ("verdicts", vi, "when"), None)
+        yield from templates(verdict.summary, ("verdicts", vi, "summary"), None)
+
+
+def check_rulebook(rb: LoadedRulebook) -> list[Finding]:
+    sink = FindingSink()
+    _check_ids(rb, sink)
+    _check_modes(rb, sink)
+    _check_requires(rb, sink)
+    _check_expressions(rb, sink)
+    _check_probe_graph(rb, sink)
+    _check_inputs(rb, sink)
+    return sink.findings
+
+
+def _add(sink: FindingSink, rb: LoadedRulebook, code: str, message: str, path: NodePath, *,
+         key: bool = False, severity: str = "error") -> None:
+    sink.add(code, message, rb.locate(path, key=key), severity=severity,  # type: ignore[arg-type]
+             node=node_path_text(path))
+
+
+def _hint(name: str, options: list[str]) -> str:
+    m = difflib.get_close_matches(name, options, n=1)
+    return f"; did you mean {m[0]!r}?" if m else ""
+
+
+def _check_ids(rb: LoadedRulebook, sink: FindingSink) -> None:
+    seen: dict[str, int] = {}
+    for i, phase in enumerate(rb.model.phases):
+        if phase.id in seen:
+            _add(sink, rb, "L005", f"duplicate phase id {phase.id!r} (also phases[{seen[phase.id]}])",
+                 ("phases", i, "id"))
+        seen.setdefault(phase.id, i)
+        ev_seen: set[str] = set()
+        for j, ev in enumerate(phase.evidence):
+            if ev.id in ev_seen:
+                _add(sink, rb, "L006", f"duplicate evidence id {ev.id!r} in phase {phase.id}",
+                     ("phases", i, "evidence", j, "id"))
+            ev_seen.add(ev.id)
+        for j, stop in enumerate(phase.stop_when):
+            if stop.id and stop.id in ev_seen:
+                _add(sink, rb, "L006", f"duplicate check id {stop.id!r} in phase {phase.id}",
+                     ("phases", i, "stop_when", j, "id"))
+            if stop.id:
+                ev_seen.add(stop.id)
+    verdict_ids: set[str] = set()
+    for i, verdict in enumerate(rb.model.verdicts):
+        if verdict.id in verdict_ids:
+            _add(sink, rb, "L005", f"duplicate verdict id {verdict.id!r}", ("verdicts", i, "id"))
+        verdict_ids.add(verdict.id)
+
+
+def _check_modes(rb: LoadedRulebook, sink: FindingSink) -> None:
+    phase_ids = [p.id for p in rb.model.phases]
+    reached: set[str] = set()
+    for name, mode in rb.model.modes.items():
+        listed: set[str] = set()
+        order: list[int] = []
+        for i, entry in enumerate(mode.phases):
+            path = ("modes", name, "phases", i)
+            if entry.phase not in phase_ids:
+                _add(sink, rb, "L007", f"mode {name!r} lists phase {entry.phase!r}, which does not exist"
+                     f"{_hint(entry.phase, phase_ids)}", path)
+                continue
+            if entry.phase in listed:
+                _add(sink, rb, "L017", f"mode {name!r} lists phase {entry.phase!r} twice", path)
+            listed.add(entry.phase)
+            order.append(phase_ids.index(entry.phase))
+        if order != sorted(order):
+            _add(sink, rb, "L018", f"mode {name!r} lists phases out of rulebook order; phases always run "
+                 "in the order of `phases`", ("modes", name, "phases"), severity="warning")
+        reached |= listed
+        for perm in mode.permissions:
+            from policyrun.probes.base import SIDE_EFFECTS
+            if perm not in SIDE_EFFECTS:
+                _add(sink, rb, "L019", f"unknown permission {perm!r}{_hint(perm, list(SIDE_EFFECTS))}; "
+                     f"known: {', '.join(SIDE_EFFECTS)}", ("modes", name, "permissions", perm), key=True)
+    for i, phase in enumerate(rb.model.phases):
+        if phase.id not in reached:
+            _add(sink, rb, "L009", f"no mode runs phase {phase.id!r}; add it to a mode or remove it",
+                 ("phases", i, "id"))
+        for j, ev in enumerate(phase.evidence):
+            _check_mode_keys(rb, sink, ev.on_missing, ("phases", i, "evidence", j, "on_missing"))
+        for j, stop in enumerate(phase.stop_when):
+            _check_mode_keys(rb, sink, stop.on_missing, ("phases", i, "stop_when", j, "on_missing"))
+    for pid, probe in rb.model.probes.items():
+        for k, mode_name in enumerate(probe.modes or []):
+            if mode_name not in rb.model.modes:
+                _add(sink, rb, "L013", f"probe {pid!r} names unknown mode {mode_name!r}"
+                     f"{_hint(mode_name, list(rb.model.modes))}", ("probes", pid, "modes", k))
+
+
+def _check_mode_keys(rb: LoadedRulebook, sink: FindingSink, policy: Any, path: NodePath) -> None:
+    if isinstance(policy, dict):
+        for key in policy:
+            if key != "default" and key not in rb.model.modes:
+                _add(sink, rb, "L014", f"on_missing names unknown mode {key!r}{_hint(key, list(rb.model.modes))}",
+                     (*path, key), key=True)
+
+
+def _check_requires(rb: LoadedRulebook, sink: FindingSink) -> None:
+    ids = [p.id for p in rb.model.phases]
+    graph: dict[str, list[str]] = {}
+    for i, phase in enumerate(rb.model.phases):
+        graph[phase.id] = []
+        for j, req in enumerate(phase.requires or []):
+            path = ("phases", i, "requires", j)
+            if req not in ids:
+                _add(sink, rb, "L004", f"phase {phase.id} requires unknown phase {req!r}{_hint(req, ids)}", path)
+            elif req == phase.id:
+                _add(sink, rb, "L008", f"phase {phase.id} requires itself", path)
+            else:
+                graph[phase.id].append(req)
+                if ids.index(req) > i:
+                    _add(sink, rb, "L008", f"phase {phase.id} requires {req}, which comes later; a phase can "
+                         "only require earlier phases (reorder `phases`)", path)
+    cycle = _find_cycle(graph)
+    if cycle:
+        first = ids.index(cycle[0])
+        _add(sink, rb, "L008", f"`requires` cycle: {' → '.join(cycle)}", ("phases", first, "requires"))
+
+
+def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if state.get(nxt) is None and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        stack.pop()
+        return None
+
+    for node in graph:
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
+    model = rb.model
+    phase_ids = [p.id for p in model.phases]
+    used_probes: set[str] = set()
+    for site in expression_sites(rb):
+        text = rb.source.styles.get(site.path)
+        if not site.source.strip():
+            where = rb.source.locate_in_scalar(site.path, 1, site.offset + 1) if text is not None \
+                else rb.locate(site.path)
+            sink.add("X004", "empty or unterminated `${...}`", where, node=node_path_text(site.path))
+            continue
+        try:
+            compiled: Compiled = compile_condition(site.source) if site.condition else compile_expr(site.source.strip())
+        except ExprError as exc:
+            lead = len(site.source) - len(site.source.lstrip()) if not site.condition else 0
+            line, col = exc.line, exc.column + (lead if exc.line == 1 else 0)
+            where = _position(rb, site, line, col)
+            sink.add(exc.code, f"{exc.message} in `{site.source.strip()}`", where, node=node_path_text(site.path))
+            continue
+        for read in compiled.reads:
+            parts = read.split(".")
+            root = parts[0]
+            name = parts[1] if len(parts) > 1 else None
+            if name is None:
+                continue
+            if root == "facts":
+                used_probes.add(name)
+                if name not in model.probes:
+                    _ref(rb, sink, site, read, "L003", f"reads facts.{name}, but no probe {name!r} is declared"
+                         f"{_hint(name, list(model.probes))}")
+            elif root == "inputs" and name not in model.inputs:
+                _ref(rb, sink, site, read, "L001", f"reads undeclared input {name!r}{_hint(name, list(model.inputs))}")
+            elif root == "vars" and name not in model.vars:
+                _ref(rb, sink, site, read, "L002", f"reads undeclared var {name!r}{_hint(name, list(model.vars))}")
+            elif root == "phases":
+                if name not in phase_ids:
+                    _ref(rb, sink, site, read, "L004", f"reads unknown phase {name!r}{_hint(name, phase_ids)}")
+                elif site.phase_index is not None and phase_ids.index(name) >= site.phase_index:
+                    _ref(rb, sink, site, read, "L004", f"reads phases.{name}, which is not decided yet at this "
+                         "point (only earlier phases can be read)")
+    for pid in model.probes:
+        if pid not in used_probes:
+            _add(sink, rb, "L010", f"probe {pid!r} is collected but no check reads facts.{pid}",
+                 ("probes", pid), key=True, severity="warning")
+
+
+def _position(rb: LoadedRulebook, site: ExprSite, line: int, col: int) -> Any:
+    if line == 1:
+        return rb.source.locate_in_scalar(site.path, 1, site.offset + col)
+    return rb.source.locate_in_scalar(site.path, line, col)
+
+
+def _ref(rb: LoadedRulebook, sink: FindingSink, site: ExprSite, read: str, code: str, message: str) -> None:
+    idx = site.source.find(read.split(".")[0] + "." + read.split(".")[1]) if "." in read else -1
+    where = _position(rb, site, 1, idx + 1) if idx >= 0 and "\n" not in site.source[:idx] else rb.locate(site.path)
+    sink.add(code, message, where, node=node_path_text(site.path))
+
+
+def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
+    graph: dict[str, list[str]] = {pid: [] for pid in rb.model.probes}
+    for site in expression_sites(rb):
+        if site.path[:1] != ("probes",) or not site.source.strip():
+            continue
+        try:
+            compiled = compile_expr(site.source.strip())
+        except ExprError:
+            continue
+        pid = str(site.path[1])
+        graph[pid].extend(d for d in compiled.fact_ids() if d in graph)
+        if "phases" in compiled.roots:
+            _add(sink, rb, "L020", "probe parameters cannot read phases (facts are collected before any "
+                 "phase is decided)", site.path)
+    cycle = _find_cycle(graph)
+    if cycle:
+        _add(sink, rb, "L021", f"probes depend on each other in a cycle: {' → '.join(cycle)}",
+             ("probes", cycle[0]), key=True)
+
+
+def _check_inputs(rb: LoadedRulebook, sink: FindingSink) -> None:
+    from policyrun.errors import UsageError
+    from policyrun.inputs import coerce
+
+    for name, spec in rb.model.inputs.items():
+        if spec.default is not None:
+            try:
+                coerce(name, spec, spec.default, from_text=False)
+            except UsageError as exc:
+                _add(sink, rb, "L015", f"default does not match the input's type: {exc.message}",
+                     ("inputs", name, "default"))
+            if spec.required:
+                _add(sink, rb, "L016", f"input {name!r} is required and has a default; drop one",
+                     ("inputs", name), key=True, severity="warning")

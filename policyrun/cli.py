@@ -1,0 +1,80 @@
+"""Command-line entry point: build the parser, dispatch, and render errors once.
+
+Exit codes: 0 ok, 1 FAIL, 2 BLOCKED/STOPPED, 3 rulebook/input/usage error, 4 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+
+from policyrun import __version__
+from policyrun.errors import EXIT_INTERNAL, EXIT_USAGE, PolicyrunError
+
+# Command modules are imported only when chosen, so `lint` never pays for git, NVML or Jinja2.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("policyrun.commands.evaluate", "evaluate a rulebook against facts; write the trace"),
+    "collect": ("policyrun.commands.collect", "run a rulebook's probes and write a facts snapshot"),
+    "lint": ("policyrun.commands.lint", "check rulebooks for errors, with file:line:col"),
+    "test": ("policyrun.commands.test", "run a rulebook's own test cases, with coverage"),
+    "explain": ("policyrun.commands.explain", "explain why each phase of a trace got its status"),
+    "report": ("policyrun.commands.report", "render a trace as md, html, junit, sarif or json"),
+    "diff": ("policyrun.commands.diff", "compare two traces: changed statuses and checks"),
+    "probes": ("policyrun.commands.probes", "list probe kinds, their parameters and facts"),
+    "schema": ("policyrun.commands.schema", "print the JSON Schema of rulebooks, facts or traces"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 by default; 2 means BLOCKED here
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"policyrun: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _build(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="policyrun", description="Executable, gated engineering policy.")
+    parser.add_argument("--version", action="version", version=f"policyrun {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    for name, (module, help_text) in COMMANDS.items():
+        if name == chosen:
+            importlib.import_module(module).add_parser(sub)
+        else:
+            sub.add_parser(name, help=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except PolicyrunError as exc:
+        sys.stderr.write(exc.render() + "\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("policyrun: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the one place an unexpected error is caught
+        if args.debug or os.environ.get("POLICYRUN_DEBUG"):
+            traceback.print_exc()
+            return EXIT_INTERNAL
+        fd, log = tempfile.mkstemp(prefix="policyrun-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as fh:
+            traceback.print_exc(file=fh)
+        sys.stderr.write(f"policyrun: internal error: {type(exc).__name__}: {exc} (details in {log}; "
+                         "rerun with --debug to see the traceback)\n")
+        return EXIT_INTERNAL

@@ -1,0 +1,85 @@
+"""`policyrun evaluate`: facts (from --facts, or collected now) → trace.json + a phase table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from policyrun.errors import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("evaluate", help="evaluate a rulebook against facts; write the trace",
+                       description="Evaluate RULEBOOK (a path or a shipped name) in one mode. With --facts, "
+                                   "no probe runs; otherwise the rulebook's probes collect facts first.")
+    add_rulebook_args(p)
+    p.add_argument("--facts", action="append", type=Path, default=[], metavar="FILE",
+                   help="facts snapshot (repeatable; merged, conflicts are an error)")
+    p.add_argument("--out", type=Path, default=Path(".policyrun"), metavar="DIR",
+                   help="where trace.json (and --format reports) go (default: .policyrun/)")
+    p.add_argument("--format", default="", metavar="FMT[,FMT]",
+                   help="also write reports: md, html, junit, sarif, json")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
+    p.add_argument("--no-timestamp", action="store_true",
+                   help="omit generated_at so the trace is byte-for-byte reproducible")
+    p.set_defaults(func=run)
+
+
+def add_rulebook_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("rulebook", nargs="?", help="rulebook path or shipped name (default: ./policyrun.yaml)")
+    p.add_argument("--mode", "-m", help="mode to evaluate (required when the rulebook has several)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                   help="set an input (repeatable)")
+    p.add_argument("--inputs", type=Path, metavar="FILE", help="YAML or JSON file of inputs")
+
+
+def run(args: argparse.Namespace) -> int:
+    from policyrun.engine import evaluate, load_checked
+    from policyrun.facts import load_facts, merge_facts
+    from policyrun.inputs import resolve_inputs, select_mode
+
+    rb = load_checked(args.rulebook)
+    mode = select_mode(rb.model, args.mode)
+    inputs = resolve_inputs(rb.model, args.sets, args.inputs)
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    known = {"md", "html", "junit", "sarif", "json"}
+    if bad := [f for f in formats if f not in known]:
+        raise UsageError(f"unknown --format {', '.join(bad)}; choose from {', '.join(sorted(known))}", code="U006")
+    if args.facts:
+        facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
+    else:
+        from policyrun.collect import collect
+
+        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
+    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace_path = args.out / "trace.json"
+    trace_path.write_text(trace.to_json(), encoding="utf-8")
+    written = [trace_path]
+    if formats:
+        from policyrun.render import write_reports
+
+        written += write_reports(trace, formats, args.out, rulebook_templates=report_templates(rb))
+    from policyrun.render.console import print_trace
+
+    print_trace(trace, quiet=args.quiet, as_json=args.json)
+    if not args.json and not args.quiet:
+        sys.stderr.write("wrote " + ", ".join(str(p) for p in written) + "\n")
+    return trace.exit_code
+
+
+def report_templates(rb: object) -> dict[str, Path]:
+    from policyrun.rulebook import LoadedRulebook
+
+    assert isinstance(rb, LoadedRulebook)
+    spec = rb.model.report
+    if spec is None:
+        return {}
+    names = dict(spec.templates)
+    if spec.template:
+        names.setdefault("md", spec.template)
+    return {k: rb.directory / v for k, v in names.items()}

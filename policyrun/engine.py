@@ -1,0 +1,54 @@
+"""Glue between a loaded rulebook and the pure interpreter: refuse a rulebook with errors,
+map check positions for the trace, and build the rulebook reference auditors see."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from policyrun.checks import check_rulebook
+from policyrun.errors import RulebookError
+from policyrun.facts import FactsSnapshot
+from policyrun.interpreter import evaluate_rulebook
+from policyrun.rulebook import LoadedRulebook, load_rulebook
+from policyrun.trace import RulebookRef, Trace
+
+
+def load_checked(ref: str | Path | None) -> LoadedRulebook:
+    """Load a rulebook and refuse it when static checks find errors (warnings pass)."""
+    rb = load_rulebook(ref)
+    errors = [f for f in check_rulebook(rb) if f.severity == "error"]
+    if errors:
+        raise RulebookError(f"rulebook has {len(errors)} error(s); run `policyrun lint {rb.display}`",
+                            code=errors[0].code, findings=errors)
+    return rb
+
+
+def check_locations(rb: LoadedRulebook) -> dict[str, str]:
+    """Interpreter location keys → "file:line:col" for phases and their checks."""
+    out: dict[str, str] = {}
+    for name, mode in rb.model.modes.items():
+        for i, entry in enumerate(mode.phases):
+            out[f"modes.{name}.{entry.phase}.when"] = str(rb.locate(("modes", name, "phases", i)))
+    for i, phase in enumerate(rb.model.phases):
+        base = ("phases", i)
+        out[f"phase.{phase.id}"] = str(rb.locate(base))
+        for j, _ in enumerate(phase.preconditions):
+            out[f"phase.{phase.id}.preconditions.{j}"] = str(rb.locate((*base, "preconditions", j)))
+        for j, _ in enumerate(phase.stop_when):
+            out[f"phase.{phase.id}.stop_when.{j}"] = str(rb.locate((*base, "stop_when", j)))
+        for j, ev in enumerate(phase.evidence):
+            out[f"phase.{phase.id}.evidence.{ev.id}"] = str(rb.locate((*base, "evidence", j)))
+    return out
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
+             timestamp: bool = True) -> Trace:
+    ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display)
+    return evaluate_rulebook(rb.model, mode=mode, inputs=inputs, facts=facts, rulebook_ref=ref,
+                             locations=check_locations(rb), generated_at=now_utc() if timestamp else None)

@@ -1,0 +1,127 @@
+"""Bind a rulebook's typed inputs from `--set k=v`, an inputs file and defaults; pick the mode."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from policyrun.errors import Location, RulebookError, UsageError
+from policyrun.model import InputSpec, Rulebook
+from policyrun.yamlsource import load_yaml_file
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def select_mode(rulebook: Rulebook, mode: str | None) -> str:
+    modes = list(rulebook.modes)
+    if mode is None:
+        if len(modes) == 1:
+            return modes[0]
+        raise UsageError(f"rulebook {rulebook.name!r} has several modes; choose one with --mode "
+                         f"({', '.join(modes)})", code="U002")
+    if mode not in rulebook.modes:
+        hint = difflib.get_close_matches(mode, modes, n=1)
+        extra = f"did you mean {hint[0]!r}? " if hint else ""
+        raise UsageError(f"unknown mode {mode!r}; {extra}modes of {rulebook.name!r}: {', '.join(modes)}",
+                         code="U002")
+    return mode
+
+
+def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
+    """Convert a value to the input's declared type, or explain what was expected."""
+    def bad(expected: str) -> UsageError:
+        return UsageError(f"input {name!r} must be {expected}, got {value!r}", code="U004")
+
+    if spec.type in ("string", "path"):
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise bad("a string")
+    if spec.type == "int":
+        if isinstance(value, bool):
+            raise bad("an integer")
+        if isinstance(value, int):
+            return value
+        if from_text and isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                raise bad("an integer") from None
+        raise bad("an integer")
+    if spec.type == "bool":
+        if isinstance(value, bool):
+            return value
+        if from_text and isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise bad("true or false")
+    # list
+    if isinstance(value, list):
+        return value
+    if from_text and isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError:
+                raise bad("a JSON list or comma-separated values") from None
+            if isinstance(parsed, list):
+                return parsed
+        return [v.strip() for v in text.split(",") if v.strip()] if text else []
+    raise bad("a list")
+
+
+def parse_sets(sets: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set expects key=value, got {item!r}", code="U003")
+        out[key.strip()] = value
+    return out
+
+
+def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Path | None = None,
+                   *, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Inputs file first, then `values` (already typed), then `--set` (highest precedence)."""
+    given: dict[str, tuple[Any, bool]] = {}
+    if inputs_file is not None:
+        try:
+            data, _ = load_yaml_file(inputs_file)
+        except RulebookError as exc:
+            raise UsageError(exc.message, code=exc.code, location=exc.location) from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise UsageError("an inputs file is a mapping of input name to value", code="U003",
+                             location=Location(str(inputs_file), 1, 1))
+        given.update({k: (v, False) for k, v in data.items()})
+    given.update({k: (v, False) for k, v in (values or {}).items()})
+    given.update({k: (v, True) for k, v in parse_sets(sets).items()})
+
+    declared = rulebook.inputs
+    for name in given:
+        if name not in declared:
+            hint = difflib.get_close_matches(name, list(declared), n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else f"; inputs: {', '.join(declared) or 'none'}"
+            raise UsageError(f"unknown input {name!r}{extra}", code="U003")
+
+    bound: dict[str, Any] = {}
+    missing: list[str] = []
+    for name, spec in declared.items():
+        if name in given:
+            value, from_text = given[name]
+            bound[name] = coerce(name, spec, value, from_text=from_text)
+        elif spec.default is not None:
+            bound[name] = coerce(name, spec, spec.default, from_text=False)
+        elif spec.required:
+            missing.append(name)
+        else:
+            bound[name] = None
+    if missing:
+        flags = " ".join(f"--set {m}=..." for m in missing)
+        raise UsageError(f"missing required input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}; "
+                         f"pass {flags}", code="U005")
+    return bound

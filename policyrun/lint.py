@@ -1,0 +1,109 @@
+"""`lint` proper: static checks plus what needs the probe registry and report templates.
+
+Kept apart from `checks` so `evaluate` does not pay for JSON Schema validation of probe
+parameters it is about to validate again while collecting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from policyrun.checks import check_rulebook
+from policyrun.errors import Finding, FindingSink, PolicyrunError
+from policyrun.rulebook import LoadedRulebook, load_rulebook, node_path_text
+
+
+def lint_file(path: Path) -> list[Finding]:
+    try:
+        rb = load_rulebook(path)
+    except PolicyrunError as exc:
+        if exc.findings:
+            return exc.findings
+        return [Finding(exc.code, exc.message, exc.location or _unknown(path))]
+    return check_rulebook(rb) + _probe_findings(rb) + _template_findings(rb)
+
+
+def _unknown(path: Path) -> "Location":  # noqa: F821 - imported lazily below
+    from policyrun.errors import Location
+
+    return Location(path.as_posix())
+
+
+def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
+    from policyrun.expr import has_template
+    from policyrun.probes.registry import registry
+
+    sink = FindingSink()
+    kinds = registry()
+    validator_cls = None
+    for pid, spec in rb.model.probes.items():
+        path = ("probes", pid)
+        probe = kinds.get(spec.uses)
+        if probe is None:
+            import difflib
+
+            hint = difflib.get_close_matches(spec.uses, list(kinds), n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else "; `policyrun probes` lists the kinds"
+            sink.add("L011", f"unknown probe kind {spec.uses!r}{extra}", rb.locate((*path, "uses")),
+                     node=node_path_text((*path, "uses")))
+            continue
+        schema_name = spec.with_.get("schema")
+        if isinstance(schema_name, str) and spec.uses == "attestation" and schema_name not in rb.model.schemas:
+            sink.add("L019", f"attestation schema {schema_name!r} is not declared under `schemas`",
+                     rb.locate((*path, "with", "schema")), node=node_path_text((*path, "with", "schema")))
+        if validator_cls is None:
+            from jsonschema import Draft202012Validator
+
+            validator_cls = Draft202012Validator
+        # Parameters still holding `${...}` are checked for shape after interpolation, at collect time.
+        concrete = {k: v for k, v in spec.with_.items() if not has_template(v)}
+        validator = validator_cls(dict(probe.params_schema))
+        for err in validator.iter_errors(concrete):
+            if err.validator == "required" and any(has_template(v) for v in spec.with_.values()):
+                missing = err.message.split("'")[1] if "'" in err.message else ""
+                if missing in spec.with_:
+                    continue
+            where = (*path, "with", *err.absolute_path)
+            sink.add("L012", f"invalid parameters for {spec.uses}: {err.message}", rb.locate(where),
+                     node=node_path_text(where))
+    return sink.findings
+
+
+def _template_findings(rb: LoadedRulebook) -> list[Finding]:
+    spec = rb.model.report
+    if spec is None:
+        return []
+    names = dict(spec.templates)
+    if spec.template:
+        names.setdefault("md", spec.template)
+    findings: list[Finding] = []
+    for name, rel in names.items():
+        node = ("report", "templates", name) if name in spec.templates else ("report", "template")
+        template = rb.directory / rel
+        if not template.is_file():
+            findings.append(Finding("R002", f"report template {rel!r} not found (paths are relative to the "
+                                            "rulebook)", rb.locate(node), node=node_path_text(node)))
+            continue
+        from policyrun.render import compile_template
+
+        findings.extend(compile_template(template))
+    return findings
+
+
+def collect_paths(args: list[str]) -> list[Path]:
+    """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
+    shipped rulebook stands for that file."""
+    from policyrun.errors import UsageError
+    from policyrun.rulebook import resolve_ref
+
+    out: list[Path] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            if not files:
+                raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U007")
+            out.extend(files)
+        else:
+            out.append(resolve_ref(arg))
+    return out

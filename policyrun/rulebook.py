@@ -1,0 +1,181 @@
+"""Find, load and validate a rulebook, keeping every node's position.
+
+`load_rulebook` returns a `LoadedRulebook` or raises `RulebookError` carrying every finding at
+its file:line:col. Shape errors come from the pydantic model; unknown keys get a did-you-mean.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import types
+import typing
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from policyrun.errors import Finding, Location, RulebookError, UsageError
+from policyrun.model import Rulebook
+from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def shipped_dir(kind: str = "rulebooks") -> Path:
+    """Where shipped rulebooks (or references, schemas) live: inside the installed package, or
+    at the top of a source checkout for an editable install."""
+    installed = _PACKAGE_DIR / "_shipped" / kind
+    return installed if installed.is_dir() else _PACKAGE_DIR.parent / kind
+
+
+def shipped_rulebooks() -> dict[str, Path]:
+    folder = shipped_dir()
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def resolve_ref(ref: str | None) -> Path:
+    """A rulebook argument is a path, or the name of a shipped rulebook."""
+    if ref is None:
+        default = Path("policyrun.yaml")
+        if default.is_file():
+            return default
+        names = ", ".join(shipped_rulebooks()) or "none"
+        raise UsageError(f"no rulebook given and no ./policyrun.yaml here; pass a path or a shipped "
+                         f"rulebook name ({names})", code="U001")
+    path = Path(ref)
+    if path.is_file():
+        return path
+    shipped = shipped_rulebooks()
+    if ref in shipped:
+        return shipped[ref]
+    hint = difflib.get_close_matches(ref, list(shipped), n=1)
+    extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
+    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{extra}", code="U001")
+
+
+@dataclass(frozen=True)
+class LoadedRulebook:
+    model: Rulebook
+    path: Path
+    display: str  # the path as shown in messages and traces
+    sha256: str
+    source: SourceMap
+
+    def locate(self, path: NodePath, *, key: bool = False) -> Location:
+        return self.source.locate(path, key=key)
+
+    @property
+    def directory(self) -> Path:
+        return self.path.resolve().parent
+
+    @cached_property
+    def phase_index(self) -> dict[str, int]:
+        return {p.id: i for i, p in enumerate(self.model.phases)}
+
+
+def display_name(path: Path) -> str:
+    """Shipped rulebooks are shown by a stable name, not an install-dependent absolute path."""
+    try:
+        resolved = path.resolve()
+        if resolved.is_relative_to(shipped_dir().resolve()):
+            return f"<shipped>/{resolved.relative_to(shipped_dir().resolve()).as_posix()}"
+    except OSError:
+        pass
+    return path.as_posix()
+
+
+def load_rulebook(ref: str | Path | None) -> LoadedRulebook:
+    path = ref if isinstance(ref, Path) else resolve_ref(ref)
+    name = display_name(path)
+    text = read_text(path, name)
+    data, smap = load_yaml_text(text, name)
+    smap.text = text
+    if not isinstance(data, dict):
+        raise RulebookError("a rulebook is a YAML mapping with `policyrun: 1`, `name`, `modes` and `phases`",
+                            code="S001", location=Location(name, 1, 1))
+    try:
+        model = Rulebook.model_validate(data)
+    except ValidationError as exc:
+        findings = validation_findings(exc, smap)
+        raise RulebookError(findings[0].message, code=findings[0].code, location=findings[0].location,
+                            findings=findings) from None
+    return LoadedRulebook(model, path, name, hashlib.sha256(text.encode()).hexdigest(), smap)
+
+
+def validation_findings(exc: ValidationError, smap: SourceMap) -> list[Finding]:
+    findings: list[Finding] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        node = node_path_text(loc)
+        if err["type"] == "extra_forbidden":
+            key = str(loc[-1])
+            allowed = _fields_at(loc[:-1])
+            hint = difflib.get_close_matches(key, allowed, n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else (
+                f"; allowed keys: {', '.join(sorted(allowed))}" if allowed else "")
+            findings.append(Finding("S002", f"unknown key {key!r}{suggestion}", smap.locate(loc, key=True),
+                                    node=node_path_text(loc[:-1])))
+            continue
+        if err["type"] == "missing":
+            findings.append(Finding("S001", f"missing required key {str(loc[-1])!r}", smap.locate(loc[:-1]),
+                                    node=node_path_text(loc[:-1])))
+            continue
+        msg = err["msg"]
+        if err["type"] == "literal_error" and loc == ("policyrun",):
+            msg = "unsupported format version; this policyrun reads `policyrun: 1`"
+        elif err["type"] == "string_pattern_mismatch":
+            msg = (f"{err['input']!r} is not a valid identifier here (letters, digits and `_`, "
+                   "not starting with a digit)")
+        findings.append(Finding("S001", msg, smap.locate(loc), node=node))
+    return sorted(findings, key=Finding.sort_key)
+
+
+def node_path_text(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for p in loc:
+        if isinstance(p, int) and parts:
+            parts[-1] += f"[{p}]"
+        else:
+            parts.append(str(p))
+    return " → ".join(parts)
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Names a model accepts at `loc` (for did-you-mean on unknown keys)."""
+    current: Any = Rulebook
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = next((f for n, f in current.model_fields.items() if part in (n, f.alias)), None)
+            if field is None:
+                return []
+            current = field.annotation
+        else:
+            origin = typing.get_origin(current)
+            args = typing.get_args(current)
+            if origin in (list, dict) and args:
+                current = args[-1]
+            else:
+                return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items()]
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            models = [a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)]
+            others = [a for a in typing.get_args(tp) if typing.get_origin(a) in (list, dict)]
+            tp = models[0] if models else (others[0] if others else tp)
+            if not models and not others:
+                return tp
+        else:
+            return tp

@@ -1,0 +1,47 @@
+"""JSON Schemas generated from the models; checked in under schemas/ (a test catches drift)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+
+def schema_for(which: str) -> dict[str, Any]:
+    from policyrun.facts import FactsSnapshot
+    from policyrun.model import Rulebook
+    from policyrun.trace import Trace
+
+    model = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace}[which]
+    schema = model.model_json_schema(by_alias=True)
+    if which == "rulebook":
+        _allow_short_forms(schema)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"urn:policyrun:schema:{which}:1", **schema}
+
+
+def _allow_short_forms(schema: dict[str, Any]) -> None:
+    """The models accept a bare string for a precondition and for a mode's phase; say so in the
+    schema too, so editors do not flag what policyrun accepts."""
+    defs = schema["$defs"]
+    pre = defs["Phase"]["properties"]["preconditions"]
+    pre["items"] = {"anyOf": [{"type": "string", "minLength": 1}, pre["items"]]}
+    phases = defs["Mode"]["properties"]["phases"]
+    phases["items"] = {"anyOf": [{"type": "string"}, phases["items"]]}
+
+
+def schema_text(which: str) -> str:
+    return json.dumps(schema_for(which), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_all(folder: str = "schemas") -> None:
+    from pathlib import Path
+
+    out = Path(folder)
+    out.mkdir(exist_ok=True)
+    for which in ("rulebook", "facts", "trace"):
+        (out / f"{which}.schema.json").write_text(schema_text(which), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_all()
