@@ -1,0 +1,82 @@
+"""The interpreter's semantics as data: every file under tests/language/ is one case.
+
+A case gives a rulebook fragment, facts by probe id (a value, or `{__error__: code}` for a probe
+that failed), inputs and a mode, and expects phase statuses (and optionally reasons, blockers,
+check results, the verdict and the exit code) or a lint error code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policyrun.checks import check_rulebook
+from policyrun.engine import evaluate
+from policyrun.errors import RulebookError
+from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance
+from policyrun.inputs import resolve_inputs, select_mode
+from policyrun.rulebook import load_rulebook
+
+CASES = sorted((Path(__file__).parent / "language").glob("*.yaml"))
+
+
+def _rulebook(case: dict[str, Any]) -> dict[str, Any]:
+    rb = {"policyrun": 1, "name": "case", **case["rulebook"]}
+    rb.setdefault("modes", {"m": {"phases": [p["id"] for p in rb["phases"]]}})
+    probes = rb.setdefault("probes", {})
+    for pid in case.get("facts", {}):
+        probes.setdefault(pid, {"uses": "const", "with": {"value": None}})
+    return rb
+
+
+def _facts(case: dict[str, Any]) -> FactsSnapshot:
+    out = {}
+    for pid, value in case.get("facts", {}).items():
+        prov = Provenance(probe=pid, kind="const")
+        if isinstance(value, dict) and "__error__" in value:
+            out[pid] = Fact(error=FactError(code=value["__error__"], message="probe failed"), provenance=prov)
+        else:
+            out[pid] = Fact(value=value, provenance=prov)
+    return FactsSnapshot(facts=out)
+
+
+@pytest.mark.parametrize("path", CASES, ids=[c.stem for c in CASES])
+def test_case(path: Path, tmp_path: Path) -> None:
+    case = yaml.safe_load(path.read_text())
+    rb_path = tmp_path / "rulebook.yaml"
+    rb_path.write_text(yaml.safe_dump(_rulebook(case), sort_keys=False))
+    expect = case["expect"]
+    if "error" in expect:
+        try:
+            rb = load_rulebook(rb_path)
+        except RulebookError as exc:
+            codes = [f.code for f in exc.findings] or [exc.code]
+        else:
+            codes = [f.code for f in check_rulebook(rb) if f.severity == "error"]
+        assert expect["error"] in codes, codes
+        return
+    rb = load_rulebook(rb_path)
+    assert [f for f in check_rulebook(rb) if f.severity == "error"] == []
+    mode = select_mode(rb.model, case.get("mode"))
+    inputs = resolve_inputs(rb.model, values=case.get("inputs", {}))
+    trace = evaluate(rb, mode=mode, inputs=inputs, facts=_facts(case), timestamp=False)
+    got = {p.phase: p.status for p in trace.phases}
+    assert got == expect["phases"], [(p.phase, p.status, p.reason, p.blocker) for p in trace.phases]
+    by_id = {p.phase: p for p in trace.phases}
+    for pid, text in expect.get("reasons", {}).items():
+        assert text in by_id[pid].reason, by_id[pid].reason
+    for pid, text in expect.get("blockers", {}).items():
+        assert by_id[pid].blocker is not None and text in by_id[pid].blocker, by_id[pid].blocker
+    for pid, text in expect.get("next", {}).items():
+        assert text in by_id[pid].next_allowed_action, by_id[pid].next_allowed_action
+    for ref, result in expect.get("checks", {}).items():
+        pid, cid = ref.split(".")
+        found = {c.id: c.result for c in by_id[pid].evidence}
+        assert found.get(cid) == result, found
+    if "verdict" in expect:
+        assert trace.verdict.id == expect["verdict"]
+    if "exit_code" in expect:
+        assert trace.exit_code == expect["exit_code"]
