@@ -154,8 +154,8 @@ def _check_modes(rb: LoadedRulebook, sink: FindingSink) -> None:
         for perm in mode.permissions:
             from policyrun.probes.base import SIDE_EFFECTS
             if perm not in SIDE_EFFECTS:
-                _add(sink, rb, "L019", f"unknown permission {perm!r}{_hint(perm, list(SIDE_EFFECTS))}; "
-                     f"known: {', '.join(SIDE_EFFECTS)}", ("modes", name, "permissions", perm), key=True)
+                hint = _hint(perm, list(SIDE_EFFECTS)) or f"; known: {', '.join(SIDE_EFFECTS)}"
+                _add(sink, rb, "L019", f"unknown permission {perm!r}{hint}", ("modes", name, "permissions", perm), key=True)
     for i, phase in enumerate(rb.model.phases):
         if phase.id not in reached:
             _add(sink, rb, "L009", f"no mode runs phase {phase.id!r}; add it to a mode or remove it",

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from policyrun.checks import check_rulebook
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
 from policyrun.interpreter import evaluate_rulebook
@@ -18,7 +17,9 @@ from policyrun.trace import RulebookRef, Trace
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
     """Load a rulebook and refuse it when static checks find errors (warnings pass)."""
     rb = load_rulebook(ref)
-    errors = [f for f in check_rulebook(rb) if f.severity == "error"]
+    from policyrun.lint import findings_for
+
+    errors = [f for f in findings_for(rb) if f.severity == "error"]
     if errors:
         raise RulebookError(f"rulebook has {len(errors)} error(s); run `policyrun lint {rb.display}`",
                             code=errors[0].code, findings=errors)

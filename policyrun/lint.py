@@ -1,7 +1,7 @@
 """`lint` proper: static checks plus what needs the probe registry and report templates.
 
-Kept apart from `checks` so `evaluate` does not pay for JSON Schema validation of probe
-parameters it is about to validate again while collecting.
+`evaluate` and `collect` refuse a rulebook with any error-level finding from here, so what
+lint accepts is exactly what runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ def lint_file(path: Path) -> list[Finding]:
         if exc.findings:
             return exc.findings
         return [Finding(exc.code, exc.message, exc.location or _unknown(path))]
+    return findings_for(rb)
+
+
+def findings_for(rb: LoadedRulebook) -> list[Finding]:
     return check_rulebook(rb) + _probe_findings(rb) + _template_findings(rb)
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from policyrun.facts import Provenance
+from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
 from policyrun.trace import CheckRecord, PhaseRecord, Read, Trace
 
@@ -109,7 +109,7 @@ def provenance_view(prov: Provenance) -> dict[str, Any]:
 
 
 def _missing_provenance(probe: str) -> dict[str, Any]:
-    return {"probe": probe, "kind": "?", "params": "", "commands": [], "repo": None, "sources": [],
+    return {"probe": probe, "kind": "(no provenance)", "params": "", "commands": [], "repo": None, "sources": [],
             "error": None, "duration": None, "started_at": None,
             "summary": "no provenance recorded in the trace"}
 
@@ -274,12 +274,18 @@ def _gaps(trace: Trace) -> list[dict[str, Any]]:
             if check.result != "UNKNOWN":
                 continue
             missing = [format_read(r) for r in check.reads if r.missing or r.error]
-            errors = [f"{p}: {trace.provenance[p].error.code} {trace.provenance[p].error.message}"  # type: ignore[union-attr]
-                      for p in check_probes(check) if p in trace.provenance and trace.provenance[p].error]
+            explained = {probe_of(r.path) for r in check.reads if r.error}
+            errors = [f"fact {p}: {err.code}: {err.message}" for p in check_probes(check)
+                      if p not in explained and (err := _fact_error(trace, p)) is not None]
             gaps.append({"phase": phase.phase, "status": phase.status, "check": check.id, "kind": check.kind,
                          "expression": check.expression, "outcome": check.outcome, "missing": missing,
                          "errors": errors, "message": check.message})
     return gaps
+
+
+def _fact_error(trace: Trace, probe: str) -> FactError | None:
+    prov = trace.provenance.get(probe)
+    return prov.error if prov else None
 
 
 def _reads_hardware(phase: PhaseRecord, trace: Trace) -> list[str]:

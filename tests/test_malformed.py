@@ -1,0 +1,47 @@
+"""A corpus of malformed rulebooks: each must give a located error and the right exit code,
+from `lint` (exit 1) and from `evaluate` (exit 3), and never a traceback."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from policyrun.cli import main
+
+CORPUS = sorted((Path(__file__).parent / "malformed").glob("*.yaml"))
+EXPECT = re.compile(rb"^# expect: (\w+) (\d+):(\d+)")
+
+
+def _expected(path: Path) -> tuple[str, str]:
+    m = EXPECT.match(path.read_bytes())
+    assert m, f"{path.name} lacks an `# expect: CODE line:col` header"
+    return m.group(1).decode(), f"{m.group(2).decode()}:{m.group(3).decode()}"
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_lint_reports_located_error(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, where = _expected(path)
+    assert main(["lint", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{path}:{where}: {code} " in out, out
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_evaluate_refuses_with_exit_3(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"facts": {}}')
+    rc = main(["evaluate", str(path), "--mode", "m", "--facts", str(facts), "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 3, out + err
+    code, _ = _expected(path)
+    assert f" {code} " in err, err
+    assert str(path) in err
+    assert "Traceback" not in out + err
+    assert not (tmp_path / "out" / "trace.json").exists()
