@@ -1,0 +1,188 @@
+"""A rulebook's own tests, as data, and the coverage of its checks.
+
+A test file (`*.test.yaml`) names a rulebook and lists cases: facts (inline or snapshot files),
+inputs, a mode, and the expected phase statuses, verdict and exit code. Coverage is read from the
+traces the cases produce (never a second evaluation): for every precondition, stop condition
+and evidence check, which results the suite made it take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policyrun.errors import RulebookError, UsageError
+from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts, merge_facts
+from policyrun.model import Status
+from policyrun.rulebook import LoadedRulebook, resolve_ref, validation_findings
+from policyrun.trace import Trace
+from policyrun.yamlsource import load_yaml_file
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class Expect(BaseModel):
+    model_config = _STRICT
+
+    phases: dict[str, Status] = Field(default_factory=dict, description="Phase → status (a subset is fine).")
+    verdict: str | None = None
+    exit_code: int | None = None
+    blockers: dict[str, str] = Field(default_factory=dict, description="Phase → text the blocker contains.")
+
+
+class Case(BaseModel):
+    model_config = _STRICT
+
+    name: str
+    mode: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(default_factory=dict,
+                                  description="Inline facts by probe id; `{__error__: code}` for a failed probe.")
+    facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file.")
+    expect: Expect
+
+
+class Suite(BaseModel):
+    model_config = _STRICT
+
+    policyrun_test: Literal[1] = 1
+    rulebook: str = Field(description="Rulebook path relative to this file, or a shipped name.")
+    facts_files: list[str] = Field(default_factory=list, description="Snapshots shared by every case.")
+    cases: list[Case]
+
+
+@dataclass
+class CaseResult:
+    suite: Path
+    case: Case
+    trace: Trace | None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+@dataclass
+class Coverage:
+    """Per check key ("PHASE/kind/id"), the results it took across the suite."""
+
+    seen: dict[str, set[str]] = field(default_factory=dict)
+
+    def declare(self, rb: LoadedRulebook) -> None:
+        for phase in rb.model.phases:
+            for i, cond in enumerate(phase.preconditions):
+                self.seen.setdefault(f"{phase.id}/precondition/{cond.id or f'precondition[{i}]'}", set())
+            for i, stop in enumerate(phase.stop_when):
+                self.seen.setdefault(f"{phase.id}/stop_when/{stop.id or f'stop_when[{i}]'}", set())
+            for ev in phase.evidence:
+                self.seen.setdefault(f"{phase.id}/evidence/{ev.id}", set())
+
+    def record(self, trace: Trace) -> None:
+        for phase in trace.phases:
+            for chk in phase.evidence:
+                key = f"{phase.phase}/{chk.kind}/{chk.id}"
+                if key in self.seen:
+                    self.seen[key].add(chk.result)
+
+    def covered(self, key: str) -> bool:
+        """A check is covered when the suite made it both true and false (NOT_APPLICABLE counts as
+        false for evidence guarded by applies_when)."""
+        got = self.seen[key]
+        return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE"})
+
+    @property
+    def percent(self) -> float:
+        if not self.seen:
+            return 100.0
+        return 100.0 * sum(self.covered(k) for k in self.seen) / len(self.seen)
+
+
+def discover(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for arg in paths:
+        p = Path(arg)
+        if p.is_dir():
+            out.extend(sorted(p.rglob("*.test.yaml")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"{arg}: no such test file or folder", code="U008")
+    if not out:
+        raise UsageError(f"no *.test.yaml files under {', '.join(paths)}", code="U008")
+    return out
+
+
+def load_suite(path: Path) -> Suite:
+    data, smap = load_yaml_file(path)
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as exc:
+        findings = validation_findings(exc, smap)
+        raise RulebookError(findings[0].message, code=findings[0].code, location=findings[0].location,
+                            findings=findings) from None
+
+
+def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
+    out: dict[str, Fact] = {}
+    for pid, value in facts.items():
+        prov = Provenance(probe=pid, kind="test")
+        if isinstance(value, dict) and "__error__" in value:
+            err = FactError(code=str(value["__error__"]), message=str(value.get("message", "probe failed")))
+            out[pid] = Fact(error=err, provenance=prov.model_copy(update={"error": err}))
+        else:
+            out[pid] = Fact(value=value, provenance=prov)
+    return FactsSnapshot(facts=out)
+
+
+def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
+    from policyrun.engine import evaluate, load_checked
+    from policyrun.inputs import resolve_inputs, select_mode
+
+    suite = load_suite(path)
+    base = path.parent
+    rb_ref = base / suite.rulebook
+    rb = load_checked(rb_ref if rb_ref.is_file() else resolve_ref(suite.rulebook))
+    coverage.declare(rb)
+    results: list[CaseResult] = []
+    for case in suite.cases:
+        try:
+            snapshots = [(str(base / f), load_facts(base / f)) for f in [*suite.facts_files, *case.facts_files]]
+            inline = _inline_facts(case.facts)
+            # Inline facts override snapshot facts of the same id: a case states what differs.
+            merged = merge_facts(snapshots).facts if snapshots else {}
+            facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
+            mode = select_mode(rb.model, case.mode)
+            inputs = resolve_inputs(rb.model, values=case.inputs)
+        except UsageError as exc:
+            results.append(CaseResult(path, case, None, [f"cannot run: {exc.render()}"]))
+            continue
+        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False)
+        coverage.record(trace)
+        results.append(CaseResult(path, case, trace, _compare(case.expect, trace)))
+    return results
+
+
+def _compare(expect: Expect, trace: Trace) -> list[str]:
+    failures: list[str] = []
+    by_id = {p.phase: p for p in trace.phases}
+    for pid, status in expect.phases.items():
+        rec = by_id.get(pid)
+        if rec is None:
+            failures.append(f"phase {pid} is not in the rulebook")
+        elif rec.status != status:
+            why = rec.blocker or rec.reason
+            failures.append(f"{pid}: expected {status}, got {rec.status} ({why})")
+    for pid, text in expect.blockers.items():
+        rec = by_id.get(pid)
+        if rec is None or not rec.blocker or text not in rec.blocker:
+            failures.append(f"{pid}: expected a blocker containing {text!r}, got {rec.blocker if rec else None!r}")
+    if expect.verdict is not None and trace.verdict.id != expect.verdict:
+        failures.append(f"verdict: expected {expect.verdict}, got {trace.verdict.id} ({trace.verdict.summary})")
+    if expect.exit_code is not None and trace.exit_code != expect.exit_code:
+        failures.append(f"exit code: expected {expect.exit_code}, got {trace.exit_code}")
+    return failures
+
