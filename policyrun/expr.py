@@ -37,14 +37,13 @@ class Compiled:
     program: Any
     result_type: str
     reads: tuple[str, ...]  # dotted paths rooted at one of VARIABLES, in order of appearance
-
-    @property
-    def roots(self) -> frozenset[str]:
-        return frozenset(p.split(".", 1)[0] for p in self.reads)
+    roots: frozenset[str] = frozenset()
+    facts: frozenset[str] = frozenset()  # probe ids read as `facts.<id>...`
+    reads_all_facts: bool = False  # `facts` itself is read (e.g. `facts[x]`): bind every fact
 
     def fact_ids(self) -> frozenset[str]:
         """Probe ids whose facts this expression reads (`facts.<id>...`)."""
-        return frozenset(p.split(".")[1] for p in self.reads if p.startswith("facts."))
+        return self.facts
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,11 @@ def compile_expr(source: str) -> Compiled:
         program = _env().compile(source)
     except RuntimeError as exc:
         raise _parse_cel_error(str(exc)) from None
-    return Compiled(source, program, program.return_type().name(), tuple(dict.fromkeys(_reads(source))))
+    reads = tuple(dict.fromkeys(_reads(source)))
+    return Compiled(source, program, program.return_type().name(), reads,
+                    roots=frozenset(p.split(".", 1)[0] for p in reads),
+                    facts=frozenset(p.split(".")[1] for p in reads if p.startswith("facts.")),
+                    reads_all_facts="facts" in reads)
 
 
 def compile_condition(source: str) -> Compiled:
@@ -116,8 +119,8 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any]) -> Outcome:
         if root not in compiled.roots:
             continue
         value = variables.get(root, "" if root == "mode" else {})
-        if root == "facts" and "facts" not in compiled.reads:
-            value = {k: value[k] for k in compiled.fact_ids() if k in value}
+        if root == "facts" and not compiled.reads_all_facts:
+            value = {k: value[k] for k in compiled.facts if k in value}
         data[root] = value
     try:
         result = compiled.program.eval(data=data)
@@ -132,9 +135,14 @@ def lookup(variables: Mapping[str, Any], path: str) -> Any:
     """The value at a dotted path, or `MISSING`."""
     node: Any = variables
     for part in path.split("."):
-        if isinstance(node, Mapping) and part in node:
+        # Exact type checks: facts are JSON data (dict/list), and ABC isinstance checks are
+        # measurably slow on the per-check hot path.
+        kind = type(node)
+        if kind is dict or (kind is not list and isinstance(node, Mapping)):
+            if part not in node:
+                return _MISSING
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif kind is list and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return _MISSING

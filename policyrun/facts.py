@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policyrun.errors import Location, UsageError
 
@@ -85,15 +85,28 @@ class FactsSnapshot(BaseModel):
     mode: str | None = None
     facts: dict[str, Fact] = Field(default_factory=dict)
 
+    @field_validator("facts", mode="after")
+    @classmethod
+    def _sorted(cls, v: dict[str, Fact]) -> dict[str, Fact]:
+        # Probe ids in sorted order make the serialised snapshot, and so its digest, canonical.
+        return dict(sorted(v.items()))
+
     def values(self) -> dict[str, Any]:
         """The CEL `facts` variable: values of facts that were collected without error."""
         return {k: f.value for k, f in self.facts.items() if f.error is None}
 
     def digest(self) -> str:
-        """sha256 over the facts alone (timestamps excluded), stable across key order."""
-        payload = {k: _strip_times(f.model_dump(mode="json")) for k, f in sorted(self.facts.items())}
-        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        """sha256 over the serialised facts (probe ids sorted, timestamps excluded).
+
+        Serialised by pydantic's Rust encoder: hashing 50,000 facts this way is several times
+        faster than dumping to Python and re-encoding with sorted keys.
+        """
+        cached = self.__dict__.get("_digest")  # frozen model: compute once per snapshot
+        if cached is None:
+            text = self.model_dump_json(include={"facts"}, exclude=_TIME_FIELDS)
+            cached = hashlib.sha256(text.encode()).hexdigest()
+            self.__dict__["_digest"] = cached
+        return cached
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True,
@@ -101,6 +114,7 @@ class FactsSnapshot(BaseModel):
 
 
 _TIME_KEYS = frozenset({"started_at", "finished_at", "duration_s"})
+_TIME_FIELDS: Any = {"facts": {"__all__": {"provenance": set(_TIME_KEYS)}}}
 
 
 def _strip_times(fact: dict[str, Any]) -> dict[str, Any]:

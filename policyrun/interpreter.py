@@ -8,6 +8,10 @@ Order of decisions for each phase (docs/semantics.md has the full rules):
 5. evidence checks; the most severe outcome wins  → STOPPED > BLOCKED > FAIL, else PASS
 Fail closed: a check that reads a missing or failed fact is UNKNOWN, never SATISFIED, and an
 evaluation error is never a pass.
+
+Records are built as plain dicts and validated into the `Trace` model once, at the end: one
+pass of pydantic's Rust validator costs far less than constructing thousands of models one by
+one, and keeps per-check cost close to the CEL runtime's own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from policyrun.expr import (Compiled, ExprError, compile_condition, evaluate, in
                             lookup)
 from policyrun.facts import FactsSnapshot
 from policyrun.model import MissingPolicy, Phase, Rulebook, on_missing_for
-from policyrun.trace import CheckRecord, PhaseRecord, Read, RulebookRef, Trace, VerdictRecord
+from policyrun.trace import RulebookRef, Trace
+
+Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
 
 SEVERITY = {"FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
 _MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha256 pins them
@@ -42,7 +48,7 @@ class EvalContext:
 @dataclass
 class CheckOutcome:
     result: str  # SATISFIED | UNSATISFIED | UNKNOWN
-    reads: list[Read]
+    reads: list[Rec]
     facts: list[str]
     message: str | None
     error: bool = False  # an evaluation error (not a missing fact): never tolerated as UNKNOWN
@@ -56,21 +62,22 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
     ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars),
                      "mode": mode, "phases": phases_var}
     selected = _mode_selection(ctx)
-    records: list[PhaseRecord] = []
-    by_id: dict[str, PhaseRecord] = {}
+    records: list[Rec] = []
+    by_id: dict[str, Rec] = {}
     for phase in rulebook.phases:
         record = _phase(ctx, phase, selected, by_id)
         records.append(record)
         by_id[phase.id] = record
-        phases_var[phase.id] = {"status": record.status, "reason": record.reason}
-    records = _next_actions(ctx, records, selected)
+        phases_var[phase.id] = {"status": record["status"], "reason": record["reason"]}
+    _next_actions(ctx, records, selected)
     exit_code = _exit_code(records, selected)
     verdict = _verdict(ctx, records, exit_code)
-    provenance = {pid: facts.facts[pid].provenance for rec in records for chk in rec.evidence
-                  for pid in chk.facts if pid in facts.facts}
-    return Trace(generated_at=generated_at, rulebook=rulebook_ref, mode=mode, inputs=dict(inputs),
-                 vars=dict(rulebook.vars), facts_sha256=facts.digest(), phases=records, verdict=verdict,
-                 exit_code=exit_code, provenance=dict(sorted(provenance.items())))
+    provenance = {pid: facts.facts[pid].provenance for rec in records for chk in rec["evidence"]
+                  for pid in chk["facts"] if pid in facts.facts}
+    return Trace.model_validate({
+        "generated_at": generated_at, "rulebook": rulebook_ref, "mode": mode, "inputs": dict(inputs),
+        "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "phases": records, "verdict": verdict,
+        "exit_code": exit_code, "provenance": dict(sorted(provenance.items()))})
 
 
 # --- mode selection ---------------------------------------------------------------------------
@@ -78,14 +85,14 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
 @dataclass
 class Selection:
     phases: dict[str, str | None]  # phase id → None when selected, else the reason it is not
-    checks: dict[str, CheckRecord]
+    checks: dict[str, Rec]
 
 
 def _mode_selection(ctx: EvalContext) -> Selection:
     mode = ctx.rulebook.modes[ctx.mode]
     listed = {m.phase: m for m in mode.phases}
     out: dict[str, str | None] = {}
-    checks: dict[str, CheckRecord] = {}
+    checks: dict[str, Rec] = {}
     for phase in ctx.rulebook.phases:
         entry = listed.get(phase.id)
         if entry is None:
@@ -108,12 +115,12 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 
 # --- one phase --------------------------------------------------------------------------------
 
-def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRecord]) -> PhaseRecord:
+def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> Rec:
     loc = ctx.locations.get(f"phase.{phase.id}")
 
-    def record(status: str, reason: str, checks: list[CheckRecord], blocker: str | None = None) -> PhaseRecord:
-        return PhaseRecord(phase=phase.id, title=phase.title, status=status, reason=reason,  # type: ignore[arg-type]
-                           evidence=checks, blocker=blocker, next_allowed_action="", location=loc)
+    def record(status: str, reason: str, checks: list[Rec], blocker: str | None = None) -> Rec:
+        return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason, "evidence": checks,
+                "blocker": blocker, "next_allowed_action": "", "location": loc}
 
     mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
     skipped = sel.phases[phase.id]
@@ -124,10 +131,10 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
     if gate is not None:
         return record("SKIPPED", gate, mode_check)
 
-    checks: list[CheckRecord] = list(mode_check)
-    if mode_check and mode_check[0].result == "UNKNOWN":
-        return record("BLOCKED", f"mode selection {mode_check[0].expression!r} could not be evaluated",
-                      checks, mode_check[0].message)
+    checks: list[Rec] = list(mode_check)
+    if mode_check and mode_check[0]["result"] == "UNKNOWN":
+        return record("BLOCKED", f"mode selection {mode_check[0]['expression']!r} could not be evaluated",
+                      checks, mode_check[0]["message"])
 
     for i, cond in enumerate(phase.preconditions):
         outcome = _run_check(ctx, cond.check)
@@ -137,7 +144,8 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
             msg = cond.message and interpolate_text(cond.message, ctx.variables)
             blocker = msg or f"precondition not met: {cond.check}" + (
                 f" ({outcome.message})" if outcome.message else "")
-            checks.append(rec.model_copy(update={"outcome": "BLOCKED"}))
+            rec["outcome"] = "BLOCKED"
+            checks.append(rec)
             return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, blocker)
         checks.append(rec)
 
@@ -146,13 +154,15 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
         rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome,
                       f"phase.{phase.id}.stop_when.{i}")
         if outcome.result == "SATISFIED":
-            checks.append(rec.model_copy(update={"outcome": stop.status}))
+            rec["outcome"] = stop.status
+            checks.append(rec)
             return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks,
                           interpolate_text(stop.blocker, ctx.variables))
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
-                checks.append(rec.model_copy(update={"outcome": policy}))
+                rec["outcome"] = policy
+                checks.append(rec)
                 return record(policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
                               checks, f"cannot rule out stop condition {stop.when!r}: {outcome.message}")
         checks.append(rec)
@@ -188,36 +198,36 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
                 status = policy
                 blocker = f"evidence {ev.id} could not be established: {outcome.message}"
         if status is not None:
-            rec = rec.model_copy(update={"outcome": status})
+            rec["outcome"] = status
             if worst is None or SEVERITY[status] > worst[0]:
                 worst = (SEVERITY[status], status, blocker)
         checks.append(rec)
     if worst is not None:
-        failing = [f"{c.id} {c.result}" for c in checks if c.kind == "evidence" and c.outcome == worst[1]]
+        failing = [f"{c['id']} {c['result']}" for c in checks
+                   if c["kind"] == "evidence" and c["outcome"] == worst[1]]
         return record(worst[1], f"evidence {', '.join(failing)}", checks, worst[2])
-    unknown = [c.id for c in checks if c.kind == "evidence" and c.result == "UNKNOWN"]
+    unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN"]
     reason = "all evidence satisfied" if not unknown else \
         f"evidence satisfied; UNKNOWN allowed in mode {ctx.mode}: {', '.join(unknown)}"
     return record("PASS", reason, checks)
 
 
-def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRecord]) -> str | None:
+def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> str | None:
     """Why an earlier required phase keeps this one from starting, or None."""
     if phase.requires is None:
         required = [pid for pid in done if sel.phases.get(pid) is None]
     else:
         required = [pid for pid in phase.requires if pid in done]
     for pid in required:
-        rec = done[pid]
-        if rec.status == "PASS":
+        status, reason = done[pid]["status"], done[pid]["reason"]
+        if status == "PASS":
             continue
-        if rec.status == "SKIPPED" and sel.phases.get(pid) is not None:
+        if status == "SKIPPED" and sel.phases.get(pid) is not None:
             continue  # deliberately not run in this mode; nothing to wait for
-        if rec.status == "SKIPPED":
-            root = rec.reason.removeprefix("gated by ")
-            return f"gated by {pid}=SKIPPED ({root})" if not rec.reason.startswith("gated by") else \
-                f"gated by {root}"
-        return f"gated by {pid}={rec.status}"
+        if status == "SKIPPED":
+            # Name the phase at the root of the chain, not the intermediate skip.
+            return reason if reason.startswith("gated by ") else f"gated by {pid}=SKIPPED ({reason})"
+        return f"gated by {pid}={status}"
     return None
 
 
@@ -237,10 +247,10 @@ def _run_check(ctx: EvalContext, source: str) -> CheckOutcome:
         return CheckOutcome("UNKNOWN", [], [], f"expression error: {exc.message}", error=True)
     reads = [_read(ctx, path) for path in compiled.reads]
     fact_ids = sorted(compiled.fact_ids())
-    missing = [r for r in reads if r.missing]
+    missing = [r for r in reads if r.get("missing")]
     outcome = evaluate(compiled, ctx.variables)
     if missing:
-        why = "; ".join(f"{r.path}: {r.error or 'not collected'}" for r in missing)
+        why = "; ".join(f"{r['path']}: {r.get('error') or 'not collected'}" for r in missing)
         return CheckOutcome("UNKNOWN", reads, fact_ids, f"missing fact {why}")
     if not outcome.ok:
         text = outcome.error or ""
@@ -263,20 +273,29 @@ def _read(ctx: EvalContext, path: str) -> Read:
     if parts[0] == "facts" and len(parts) > 1:
         fact = ctx.facts.facts.get(parts[1])
         if fact is None:
-            return Read(path=path, missing=True, error="not collected")
+            return {"path": path, "missing": True, "error": "not collected"}
         if fact.error is not None:
-            return Read(path=path, missing=True, error=f"{fact.error.code}: {fact.error.message}")
+            return {"path": path, "missing": True, "error": f"{fact.error.code}: {fact.error.message}"}
     if parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:
-        return Read(path=path, missing=True, error="phase not evaluated yet")
+        return {"path": path, "missing": True, "error": "phase not evaluated yet"}
     value = lookup(ctx.variables, path)
     if is_missing(value):
         # A field absent inside a collected fact: not an error of collection, let CEL decide
         # (`has()` and optional chaining may handle it); record that it is absent.
-        return Read(path=path, value=None, missing=False, error="absent")
-    return Read(path=path, value=_summarise(value))
+        return {"path": path, "error": "absent"}
+    return {"path": path, "value": _summarise(value)}
+
+
+_CONTAINERS = (list, dict)
 
 
 def _summarise(value: Any) -> Any:
+    kind = type(value)
+    if kind is not list and kind is not dict:
+        return value
+    items = value.values() if kind is dict else value
+    if len(value) <= 64 and not any(type(v) in _CONTAINERS for v in items):
+        return value  # small and flat: cheaper to keep than to measure
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     if len(text) <= _MAX_READ_BYTES:
         return value
@@ -287,59 +306,55 @@ def _summarise(value: Any) -> Any:
 
 
 def _record(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,
-            loc_key: str) -> CheckRecord:
-    return CheckRecord(id=check_id, kind=kind, expression=expression, result=outcome.result,  # type: ignore[arg-type]
-                       reads=outcome.reads, facts=outcome.facts, message=outcome.message,
-                       location=ctx.locations.get(loc_key))
+            loc_key: str) -> Rec:
+    return {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
+            "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,
+            "location": ctx.locations.get(loc_key)}
 
 
 # --- after all phases -------------------------------------------------------------------------
 
-def _next_actions(ctx: EvalContext, records: list[PhaseRecord], sel: Selection) -> list[PhaseRecord]:
-    runnable = [r.phase for r in records if sel.phases.get(r.phase) is None]
-    out: list[PhaseRecord] = []
+def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> list[Rec]:
+    runnable = [r["phase"] for r in records if sel.phases.get(r["phase"]) is None]
     for rec in records:
-        phase = ctx.rulebook.phase(rec.phase)
+        phase = ctx.rulebook.phase(rec["phase"])
         assert phase is not None
-        template = phase.next.get(rec.status)
-        if template:
-            action = interpolate_text(template, ctx.variables)
-        else:
-            action = _default_action(ctx, rec, runnable, sel)
-        out.append(rec.model_copy(update={"next_allowed_action": action}))
-    return out
+        template = phase.next.get(rec["status"])
+        rec["next_allowed_action"] = (interpolate_text(template, ctx.variables) if template
+                                      else _default_action(ctx, rec, runnable, sel))
 
 
-def _default_action(ctx: EvalContext, rec: PhaseRecord, runnable: list[str], sel: Selection) -> str:
-    if rec.status == "PASS":
-        later = runnable[runnable.index(rec.phase) + 1:] if rec.phase in runnable else []
+def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
+    status, pid, blocker = rec["status"], rec["phase"], rec["blocker"]
+    if status == "PASS":
+        later = runnable[runnable.index(pid) + 1:] if pid in runnable else []
         return f"proceed to {later[0]}" if later else f"none: mode {ctx.mode} is complete"
-    if rec.status == "SKIPPED":
-        if sel.phases.get(rec.phase) is not None:
+    if status == "SKIPPED":
+        if sel.phases.get(pid) is not None:
             return f"none in mode {ctx.mode}"
-        return f"none until {rec.reason.removeprefix('gated by ').split('=')[0].split(' ')[0]} passes"
-    if rec.status == "FAIL":
-        return f"fix what {rec.phase} reports, then evaluate again: {rec.blocker}"
-    if rec.status == "STOPPED":
-        return f"stop and report the required decision: {rec.blocker}"
-    return f"resolve the blocker, then evaluate again: {rec.blocker}"
+        return f"none until {rec['reason'].removeprefix('gated by ').split('=')[0].split(' ')[0]} passes"
+    if status == "FAIL":
+        return f"fix what {pid} reports, then evaluate again: {blocker}"
+    if status == "STOPPED":
+        return f"stop and report the required decision: {blocker}"
+    return f"resolve the blocker, then evaluate again: {blocker}"
 
 
-def _exit_code(records: list[PhaseRecord], sel: Selection) -> int:
+def _exit_code(records: list[Rec], sel: Selection) -> int:
     for rec in records:
-        if sel.phases.get(rec.phase) is not None or rec.status in ("PASS", "SKIPPED"):
+        if sel.phases.get(rec["phase"]) is not None or rec["status"] in ("PASS", "SKIPPED"):
             continue
-        return EXIT_FAIL if rec.status == "FAIL" else EXIT_BLOCKED
+        return EXIT_FAIL if rec["status"] == "FAIL" else EXIT_BLOCKED
     return EXIT_OK
 
 
-def _verdict(ctx: EvalContext, records: list[PhaseRecord], exit_code: int) -> VerdictRecord:
+def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
     for verdict in ctx.rulebook.verdicts:
         outcome = _run_check(ctx, verdict.when)
         if outcome.result == "SATISFIED":
-            return VerdictRecord(id=verdict.id, summary=interpolate_text(verdict.summary, ctx.variables),
-                                 expression=verdict.when)
+            return {"id": verdict.id, "summary": interpolate_text(verdict.summary, ctx.variables),
+                    "expression": verdict.when}
     if exit_code == EXIT_OK:
-        return VerdictRecord(id="complete", summary=f"every phase of mode {ctx.mode} passed")
-    first = next(r for r in records if r.status in ("FAIL", "BLOCKED", "STOPPED"))
-    return VerdictRecord(id="incomplete", summary=f"{first.phase} is {first.status}: {first.blocker}")
+        return {"id": "complete", "summary": f"every phase of mode {ctx.mode} passed"}
+    first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED"))
+    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}"}

@@ -1,5 +1,171 @@
-"""Placeholder: probes of this module are not implemented yet."""
+"""Document probes: `file.read` parses YAML/JSON/TOML; `attestation` also validates the
+document against a JSON Schema declared in the rulebook.
+
+Attestations carry judgments no probe can make (an architecture decision, a review). A document
+that does not match its schema is an error fact listing every problem at file:line:col, so the
+checks that read it are missing, never passing.
+"""
 
 from __future__ import annotations
 
-PROBES: list[object] = []
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from policyrun.errors import PolicyrunError
+from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+
+FORMATS = ("yaml", "json", "toml")
+_BY_SUFFIX = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
+_MAX_PROBLEMS = 20  # listed in the error message; the count says how many more
+
+
+def _format_of(path: Path, given: str | None) -> str:
+    fmt = given or _BY_SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        raise ProbeError("params.invalid", f"cannot tell the format of {path.name} from its extension; "
+                                           f"add `format:` ({', '.join(FORMATS)})")
+    return fmt
+
+
+def _plain(value: Any) -> Any:
+    """TOML dates and times as ISO strings, so facts stay JSON."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return value
+
+
+def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
+    """(document, YAML source map or None, raw bytes). Errors are ProbeErrors with a location."""
+    from policyrun.yamlsource import load_yaml_text
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ProbeError("file.not_found", f"{shown} does not exist; check the path parameter") from None
+    except OSError as exc:
+        raise ProbeError("file.unreadable", f"{shown}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProbeError("file.parse_error", f"{shown}: not UTF-8 text") from None
+    if fmt == "yaml":
+        try:
+            doc, smap = load_yaml_text(text, shown)
+        except PolicyrunError as exc:
+            raise ProbeError("file.parse_error", exc.render()) from None
+        return doc, smap, data
+    if fmt == "json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProbeError("file.parse_error", f"{shown}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        try:  # JSON is (almost always) YAML: borrow the YAML loader's positions for error locations
+            smap = load_yaml_text(text, shown)[1]
+        except PolicyrunError:
+            smap = None
+        return doc, smap, data
+    import tomllib
+
+    try:
+        return _plain(tomllib.loads(text)), None, data
+    except tomllib.TOMLDecodeError as exc:
+        raise ProbeError("file.parse_error", f"{shown}: invalid TOML: {exc}") from None
+
+
+def _path_params(**extra: Any) -> dict[str, Any]:
+    return {"type": "object",
+            "properties": {"path": {"type": "string", "minLength": 1, "description": "The file."},
+                           "format": {"enum": list(FORMATS), "description": "Default: from the extension."},
+                           **extra},
+            "required": ["path", *extra], "additionalProperties": False}
+
+
+class ReadProbe:
+    kind = "file.read"
+    summary = "A YAML, JSON or TOML document, parsed (YAML safely: plain data only)."
+    params_schema: Mapping[str, Any] = _path_params()
+    fact_schema: Mapping[str, Any] = {"description": "The parsed document."}
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        path = ctx.resolve(params["path"])
+        doc, _, _ = load_document(path, _format_of(path, params.get("format")), params["path"])
+        return ProbeResult(value=doc, sources=[str(path)])
+
+
+def _load_schema(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    path = Path(value)
+    try:
+        doc, _, _ = load_document(path, _BY_SUFFIX.get(path.suffix.lower(), "yaml"), str(path))
+    except ProbeError as exc:
+        code = "attestation.schema_not_found" if exc.code == "file.not_found" else "attestation.bad_schema"
+        raise ProbeError(code, f"schema: {exc.message}") from None
+    if not isinstance(doc, dict):
+        raise ProbeError("attestation.bad_schema", f"schema file {path} does not hold a JSON Schema object")
+    return doc
+
+
+class AttestationProbe:
+    kind = "attestation"
+    summary = "An evidence file (YAML/JSON/TOML) validated against a JSON Schema declared in the rulebook."
+    # collect() replaces a `schema` naming an entry of the rulebook's `schemas:` with that entry, and
+    # resolves a schema path against the rulebook's directory.
+    schema_params = ("schema",)
+    params_schema: Mapping[str, Any] = _path_params(schema={
+        "type": ["object", "string"],
+        "description": "A name from the rulebook's `schemas:`, a schema file path (relative to the rulebook), "
+                       "or an inline JSON Schema."})
+    fact_schema: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "document": {"description": "The validated document."},
+                       "sha256": {"type": "string", "description": "Of the file's bytes."}},
+    }
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        import jsonschema
+
+        path = ctx.resolve(params["path"])
+        schema_ref = params["schema"]
+        schema = _load_schema(schema_ref if isinstance(schema_ref, dict) else ctx.resolve(schema_ref))
+        validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            validator_cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ProbeError("attestation.bad_schema", f"the schema for {params['path']} is not a valid JSON "
+                                                       f"Schema: {exc.message}") from None
+        doc, smap, data = load_document(path, _format_of(path, params.get("format")), params["path"])
+        problems: list[tuple[tuple[int, int], str]] = []
+        for err in validator_cls(schema).iter_errors(doc):
+            loc = smap.locate(tuple(err.absolute_path)) if smap else None
+            node = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
+            message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+            problems.append(((loc.line, loc.column) if loc else (0, 0),
+                             f"{loc or params['path']}: {'at ' + node + ': ' if node else ''}{message}"))
+        if problems:
+            problems.sort()
+            listed = [p[1] for p in problems[:_MAX_PROBLEMS]]
+            more = len(problems) - len(listed)
+            raise ProbeError("attestation.invalid", f"{params['path']} does not match its schema "
+                                                    f"({len(problems)} problem{'s' if len(problems) > 1 else ''}): "
+                                                    + "; ".join(listed) + (f"; and {more} more" if more else ""))
+        sources = [str(path)] + ([] if isinstance(schema_ref, dict) else [str(ctx.resolve(schema_ref))])
+        return ProbeResult(value={"path": str(path), "document": doc, "sha256": hashlib.sha256(data).hexdigest()},
+                           sources=sources)
+
+
+PROBES: list[Any] = [ReadProbe(), AttestationProbe()]

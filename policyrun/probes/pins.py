@@ -1,5 +1,302 @@
-"""Placeholder: probes of this module are not implemented yet."""
+"""Version pins: where a package's version is constrained, and module-level constants.
+
+`pins.package` reads pyproject.toml (PEP 621, PEP 735 dependency groups, build-system, uv and
+Poetry tables), requirements/constraints files and uv/poetry lock files. `pins.constant` reads a
+constant from Python source with `ast`; the module is never imported, so nothing runs.
+"""
 
 from __future__ import annotations
 
-PROBES: list[object] = []
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+
+DEFAULT_FILES = ("pyproject.toml", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
+                 "uv.lock", "poetry.lock")
+
+_REQUIREMENT = re.compile(r"""^\s*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*
+                              (?:\[[^\]]*\])?\s*(?P<spec>[^;]*?)\s*(?:;.*)?$""", re.VERBOSE)
+_EXACT = re.compile(r"^===?\s*([^\s,*]+)$")
+_BARE_VERSION = re.compile(r"^v?\d[\w.+!-]*$")  # Poetry: "1.2.3" means ==1.2.3
+
+
+def normalize(name: str) -> str:
+    """PEP 503 name normalisation: `Foo_Bar.baz` and `foo-bar-baz` are the same package."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def exact_version(spec: str) -> str | None:
+    """The version a specifier pins exactly (`==1.2`, `===1.2`, `1.2` for Poetry), else None."""
+    spec = spec.strip().strip("()").strip()
+    if _BARE_VERSION.match(spec):
+        return spec
+    for clause in spec.split(","):
+        m = _EXACT.match(clause.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+@dataclass
+class Pin:
+    file: str
+    line: int | None
+    specifier: str
+    section: str | None
+    exact: bool = False  # lock files record the resolved version itself
+
+    def as_value(self) -> dict[str, Any]:
+        version = self.specifier if self.exact else exact_version(self.specifier)
+        return {"file": self.file, "line": self.line, "specifier": self.specifier, "version": version,
+                "section": self.section}
+
+
+class _LineFinder:
+    """Approximate source lines for values tomllib returns without positions."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.used: set[int] = set()
+
+    def find(self, pattern: re.Pattern[str]) -> int | None:
+        for i, line in enumerate(self.lines):
+            if i not in self.used and pattern.search(line):
+                self.used.add(i)
+                return i + 1
+        return None
+
+    def quoted(self, text: str) -> int | None:
+        return self.find(re.compile(f"[\"']{re.escape(text)}[\"']"))
+
+    def key(self, name: str) -> int | None:
+        return self.find(re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*="))
+
+
+def _load_toml(path: Path, rel: str) -> tuple[dict[str, Any], str]:
+    import tomllib
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        raise ProbeError("file.parse_error", f"{rel}: invalid TOML: {exc}") from None
+
+
+def _requirement_pins(strings: Any, section: str, want: str, rel: str, finder: _LineFinder) -> Iterator[Pin]:
+    for item in strings if isinstance(strings, list) else []:
+        if isinstance(item, str) and (m := _REQUIREMENT.match(item)) and normalize(m.group("name")) == want:
+            yield Pin(rel, finder.quoted(item), m.group("spec").strip(), section)
+
+
+def _poetry_pins(table: Any, section: str, want: str, rel: str, finder: _LineFinder) -> Iterator[Pin]:
+    for name, constraint in (table.items() if isinstance(table, dict) else []):
+        if normalize(name) != want:
+            continue
+        line = finder.key(name)
+        for c in constraint if isinstance(constraint, list) else [constraint]:
+            if isinstance(c, str):
+                yield Pin(rel, line, c, section)
+            elif isinstance(c, dict):
+                spec = c.get("version") or " ".join(f"{k}={c[k]}" for k in ("git", "tag", "rev", "path", "url")
+                                                    if k in c)
+                yield Pin(rel, line, str(spec), section)
+
+
+def pyproject_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
+    doc, text = _load_toml(path, rel)
+    finder = _LineFinder(text)
+    project = doc.get("project", {})
+    yield from _requirement_pins(doc.get("build-system", {}).get("requires"), "build-system.requires", want,
+                                 rel, finder)
+    yield from _requirement_pins(project.get("dependencies"), "project.dependencies", want, rel, finder)
+    for extra, reqs in project.get("optional-dependencies", {}).items():
+        yield from _requirement_pins(reqs, f"project.optional-dependencies.{extra}", want, rel, finder)
+    for group, reqs in doc.get("dependency-groups", {}).items():
+        yield from _requirement_pins(reqs, f"dependency-groups.{group}", want, rel, finder)
+    uv = doc.get("tool", {}).get("uv", {})
+    for key in ("constraint-dependencies", "override-dependencies", "dev-dependencies"):
+        yield from _requirement_pins(uv.get(key), f"tool.uv.{key}", want, rel, finder)
+    poetry = doc.get("tool", {}).get("poetry", {})
+    yield from _poetry_pins(poetry.get("dependencies"), "tool.poetry.dependencies", want, rel, finder)
+    yield from _poetry_pins(poetry.get("dev-dependencies"), "tool.poetry.dev-dependencies", want, rel, finder)
+    for group, table in poetry.get("group", {}).items():
+        yield from _poetry_pins(table.get("dependencies"), f"tool.poetry.group.{group}.dependencies", want, rel,
+                                finder)
+
+
+def requirements_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
+    logical: list[tuple[int, str]] = []
+    start, buf = 0, ""
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not buf:
+            start = number
+        if raw.endswith("\\"):
+            buf += raw[:-1] + " "
+            continue
+        logical.append((start, buf + raw))
+        buf = ""
+    for number, line in logical:
+        line = re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
+        line = re.split(r"\s--?\w", line, maxsplit=1)[0].strip()  # trailing options such as --hash=...
+        if not line or line.startswith("-"):
+            continue
+        m = _REQUIREMENT.match(line)
+        if m and normalize(m.group("name")) == want:
+            yield Pin(rel, number, m.group("spec").strip(), None)
+
+
+def lock_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
+    doc, text = _load_toml(path, rel)
+    finder = _LineFinder(text)
+    for package in doc.get("package", []):
+        name = package.get("name", "")
+        if normalize(name) == want and "version" in package:
+            line = finder.find(re.compile(rf"^\s*name\s*=\s*[\"']{re.escape(name)}[\"']"))
+            yield Pin(rel, line, str(package["version"]), "package", exact=True)
+
+
+def _reader(name: str) -> Any:
+    if name == "pyproject.toml":
+        return pyproject_pins
+    if name.endswith(".lock"):
+        return lock_pins
+    if name.endswith((".txt", ".in")):
+        return requirements_pins
+    return None
+
+
+class PackagePinsProbe:
+    kind = "pins.package"
+    summary = "Every place a package's version is constrained: pyproject, requirements, uv.lock, poetry.lock."
+    params_schema: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "package": {"type": "string", "minLength": 1, "description": "Distribution name (any spelling)."},
+            "root": {"type": "string", "default": ".", "description": "Directory the file globs start from."},
+            "files": {"type": "array", "items": {"type": "string"},
+                      "description": "Globs (pathlib syntax, `**` recursive) relative to root; default: "
+                                     + ", ".join(DEFAULT_FILES) + "."},
+        },
+        "required": ["package"],
+        "additionalProperties": False,
+    }
+    fact_schema: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "package": {"type": "string"},
+            "sources": {"type": "array", "description": "One entry per constraint, by file and line.",
+                        "items": {"type": "object", "properties": {
+                            "file": {"type": "string", "description": "Relative to root."},
+                            "line": {"type": ["integer", "null"]},
+                            "specifier": {"type": "string", "description": "As written, e.g. `==0.6.3`, `>=0.6`."},
+                            "version": {"type": ["string", "null"], "description": "The exact version, when pinned."},
+                            "section": {"type": ["string", "null"], "description": "e.g. project.dependencies."}}}},
+            "distinct": {"type": "array", "items": {"type": "string"}, "description": "Sorted exact versions."},
+            "files": {"type": "array", "items": {"type": "string"}, "description": "Files read."},
+        },
+    }
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        root = ctx.resolve(params.get("root", "."))
+        if not root.is_dir():
+            raise ProbeError("file.not_found", f"{root} is not a directory; check the root parameter")
+        want = normalize(params["package"])
+        files = sorted({p for g in params.get("files", DEFAULT_FILES) for p in root.glob(g) if p.is_file()},
+                       key=lambda p: p.as_posix())
+        pins: list[Pin] = []
+        for path in files:
+            reader = _reader(path.name)
+            if reader is None:
+                raise ProbeError("params.invalid", f"{path.name}: not a pyproject.toml, requirements (*.txt, *.in) "
+                                                   "or lock file; narrow the files globs")
+            rel = path.relative_to(root).as_posix()
+            try:
+                pins.extend(reader(path, rel, want))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ProbeError("file.unreadable", f"{rel}: {exc}") from None
+        sources = [p.as_value() for p in pins]
+        value = {"package": params["package"], "sources": sources, "files": [p.relative_to(root).as_posix()
+                                                                             for p in files],
+                 "distinct": sorted({s["version"] for s in sources if s["version"]})}
+        return ProbeResult(value=value, sources=[f"{root / s['file']}:{s['line']}" if s["line"] else
+                                                 str(root / s["file"]) for s in sources])
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_jsonable(v) for v in value)
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(type(value).__name__)
+
+
+class ConstantProbe:
+    kind = "pins.constant"
+    summary = "A module-level constant (e.g. TARGET_VLLM_VERSION) read from Python source with ast, never imported."
+    params_schema: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string", "minLength": 1, "description": "Python source file."},
+            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "description": "Constant name."},
+        },
+        "required": ["file", "name"],
+        "additionalProperties": False,
+    }
+    fact_schema: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "value": {"description": "The literal (tuples become lists)."},
+                       "line": {"type": "integer"}, "file": {"type": "string"}},
+    }
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        path, name = ctx.resolve(params["file"]), params["name"]
+        try:
+            source = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProbeError("file.not_found", f"{path} does not exist; check the file parameter") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProbeError("file.unreadable", f"{path}: {exc}") from None
+        try:
+            tree = ast.parse(source, filename=str(path))
+        except SyntaxError as exc:
+            raise ProbeError("file.parse_error", f"{path}:{exc.lineno}:{exc.offset}: {exc.msg}") from None
+        node = _last_assignment(tree, name)
+        if node is None:
+            raise ProbeError("pins.not_found", f"{path} has no module-level assignment to {name}")
+        try:
+            value = _jsonable(ast.literal_eval(node))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise ProbeError("pins.not_literal", f"{name} at {path}:{node.lineno} is computed, not a literal; "
+                                                 "policyrun reads source and never runs it") from None
+        return ProbeResult(value={"name": name, "value": value, "line": node.lineno, "file": str(path)},
+                           sources=[f"{path}:{node.lineno}"])
+
+
+def _last_assignment(tree: ast.Module, name: str) -> ast.expr | None:
+    """The value of the last top-level `NAME = ...` (what an import would leave)."""
+    found: ast.expr | None = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+            found = stmt.value
+        elif (isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name)
+              and stmt.target.id == name):
+            found = stmt.value
+    return found
+
+
+PROBES: list[Any] = [PackagePinsProbe(), ConstantProbe()]

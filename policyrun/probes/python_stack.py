@@ -1,5 +1,197 @@
-"""Placeholder: probes of this module are not implemented yet."""
+"""`python.stack`: the Python / PyTorch / vLLM stack a target interpreter would run.
+
+The facts come from the interpreter the workload uses (often a different venv), so the probe
+runs a small stdlib-only script (`_stack_script.py`) in that interpreter and reads one JSON
+object back; policyrun never imports torch itself (seconds of import time, CUDA libraries in
+our process). `pip check` runs as a second command in the same interpreter.
+
+Side effects: none by default. The child runs with CUDA_VISIBLE_DEVICES="" so that even a
+library that initialises CUDA on import cannot touch a GPU. With `init_cuda: true` the script
+also asks torch for devices and capabilities, which creates a CUDA context: the probe then
+declares `gpu_context`, and a mode must permit it.
+"""
 
 from __future__ import annotations
 
-PROBES: list[object] = []
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+
+DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
+MASK = "***"
+
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+# Well-known token shapes: Hugging Face, GitHub, GitLab, OpenAI-style, Slack, AWS key ids, JWTs.
+_TOKEN_PREFIX = re.compile(r"^(hf_|ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|sk-|xox[abpr]-|AKIA|ASIA|eyJ)")
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/=_.\-]+$")
+_STDERR_TAIL = 2000
+
+_PARAMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "python": {"type": "string", "description": "Interpreter to inspect: a path (relative to the working "
+                   "directory) or a name on PATH. Default: the interpreter running policyrun."},
+        "init_cuda": {"type": "boolean", "default": False,
+                      "description": "Also ask torch for CUDA devices (creates a CUDA context: side effect gpu_context)."},
+        "pip_check": {"type": "boolean", "default": True, "description": "Run `python -m pip check`."},
+        "env_prefixes": {"type": "array", "items": {"type": "string"},
+                         "description": "Environment variable prefixes to record (default CUDA_, NCCL_, TORCH_, "
+                                        "PYTORCH_, VLLM_)."},
+    },
+    "additionalProperties": False,
+}
+
+_FACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "interpreter": {"type": "string"},
+        "python": {"type": "object", "properties": {"version": {"type": "string"},
+                                                    "executable": {"type": "string"}}},
+        "torch": {"type": ["object", "null"], "properties": {
+            "version": {"type": "string"}, "cuda": {"type": ["string", "null"]},
+            "cxx11_abi": {"type": ["boolean", "null"]}, "cudnn": {"type": ["string", "null"]},
+            "cudnn_version_int": {"type": ["integer", "null"]}, "nccl": {"type": ["string", "null"]},
+            "arch_list": {"type": ["array", "null"]}, "path": {"type": "string"}}},
+        "vllm": {"type": ["object", "null"], "properties": {
+            "version": {"type": ["string", "null"]}, "path": {"type": ["string", "null"]},
+            "commit": {"type": ["string", "null"]}, "extension": {"type": ["object", "null"]},
+            "extensions": {"type": "array"}, "direct_url": {"type": ["object", "null"]}}},
+        "cuda": {"type": ["object", "null"], "description": "Only with init_cuda: available, device_count, devices."},
+        "missing": {"type": "array", "items": {"type": "string"}},
+        "import_errors": {"type": "object"},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "pip_check": {"type": ["object", "null"], "properties": {
+            "ok": {"type": ["boolean", "null"]}, "available": {"type": "boolean"},
+            "lines": {"type": "array", "items": {"type": "string"}}}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "init_cuda": {"type": "boolean"},
+    },
+}
+
+
+@cache
+def stack_script() -> str:
+    return resources.files("policyrun.probes").joinpath("_stack_script.py").read_text(encoding="utf-8")
+
+
+def looks_secret(name: str, value: str) -> bool:
+    if _SECRET_NAME.search(name):
+        return True
+    v = value.strip()
+    if len(v) >= 16 and _TOKEN_PREFIX.match(v):
+        return True
+    # A long opaque run of mixed-case letters and digits (base64/random tokens). Hex digests and
+    # GPU UUIDs are single-case, so commit pins and CUDA_VISIBLE_DEVICES=GPU-... stay readable.
+    return (len(v) >= 32 and bool(_TOKEN_CHARS.match(v)) and any(c.islower() for c in v)
+            and any(c.isupper() for c in v) and any(c.isdigit() for c in v))
+
+
+def masked_env(env: Mapping[str, str], prefixes: tuple[str, ...] = DEFAULT_ENV_PREFIXES) -> dict[str, str]:
+    return {k: (MASK if looks_secret(k, v) else v) for k, v in sorted(env.items()) if k.startswith(prefixes)}
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _STDERR_TAIL else "…" + text[-_STDERR_TAIL:]
+
+
+def _resolve_python(spec: str, ctx: ProbeContext, env: Mapping[str, str]) -> str:
+    if os.sep in spec or spec.startswith(("~", ".")):
+        path = ctx.resolve(spec)
+        if not path.is_file():
+            raise ProbeError("python.not_found", f"interpreter {str(path)!r} does not exist; "
+                             "fix the probe's `python` parameter")
+        if not os.access(path, os.X_OK):
+            raise ProbeError("python.not_found", f"interpreter {str(path)!r} is not executable")
+        return str(path)
+    found = shutil.which(spec, path=env.get("PATH"))
+    if not found:
+        raise ProbeError("python.not_found", f"interpreter {spec!r} is not on PATH; give its full path "
+                         "in the probe's `python` parameter")
+    return found
+
+
+class PythonStackProbe:
+    kind = "python.stack"
+    summary = ("A target interpreter's stack, inspected in a subprocess: Python, PyTorch (build CUDA, C++11 ABI, "
+               "cuDNN, NCCL, arch list), vLLM (version, native extension sha256), pip check, CUDA/NCCL/TORCH/"
+               "VLLM environment.")
+    params_schema: Mapping[str, Any] = _PARAMS_SCHEMA
+    fact_schema: Mapping[str, Any] = _FACT_SCHEMA
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset({"gpu_context"}) if params.get("init_cuda") else frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        env = {**os.environ, **ctx.env}
+        exe = _resolve_python(str(params.get("python") or sys.executable), ctx, env)
+        init_cuda = bool(params.get("init_cuda", False))
+        deadline = time.monotonic() + ctx.timeout_s
+        child_env = dict(env)
+        if not init_cuda:
+            child_env["CUDA_VISIBLE_DEVICES"] = ""  # belt and braces: no GPU is reachable
+        child_env["PYTHONIOENCODING"] = "utf-8"
+        args = json.dumps({"init_cuda": init_cuda})
+        shown = f"{shlex.quote(exe)} -c <policyrun/probes/_stack_script.py> {shlex.quote(args)}"
+        commands = [shown]
+        try:
+            proc = subprocess.run([exe, "-c", stack_script(), args], capture_output=True, env=child_env,
+                                  cwd=ctx.base_dir, stdin=subprocess.DEVNULL, timeout=ctx.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ProbeError("python.timeout", f"{exe} did not finish inspecting its stack within "
+                             f"{ctx.timeout_s:g}s; raise the probe's timeout_s", commands=commands) from None
+        except OSError as exc:
+            raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
+                             commands=commands) from None
+        stderr = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            raise ProbeError("python.script_failed", f"the stack script exited with {proc.returncode} in {exe}: "
+                             f"{_tail(stderr) or '(no stderr)'}", commands=commands)
+        try:
+            value = json.loads(proc.stdout.decode("utf-8", "replace"))
+            if not isinstance(value, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            raise ProbeError("python.script_failed", f"the stack script printed no JSON object in {exe}: "
+                             f"{_tail(stderr) or _tail(proc.stdout.decode('utf-8', 'replace'))}",
+                             commands=commands) from None
+
+        value["interpreter"] = exe
+        value["init_cuda"] = init_cuda
+        if params.get("pip_check", True):
+            commands.append(f"{shlex.quote(exe)} -m pip check")
+            value["pip_check"] = _pip_check(exe, env, ctx.base_dir, deadline)
+        else:
+            value["pip_check"] = None
+        prefixes = tuple(params.get("env_prefixes") or DEFAULT_ENV_PREFIXES)
+        value["env"] = masked_env(env, prefixes)
+        return ProbeResult(value=value, commands=commands)
+
+
+def _pip_check(exe: str, env: Mapping[str, str], cwd: Path, deadline: float) -> dict[str, Any]:
+    remaining = max(deadline - time.monotonic(), 1.0)
+    try:
+        proc = subprocess.run([exe, "-m", "pip", "check"], capture_output=True, env={**env, "PIP_NO_INPUT": "1"},
+                              cwd=cwd, stdin=subprocess.DEVNULL, timeout=remaining)
+    except subprocess.TimeoutExpired:
+        return {"ok": None, "available": True, "lines": [], "error": f"timed out after {remaining:.0f}s"}
+    out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
+    if proc.returncode != 0 and any("No module named pip" in ln for ln in lines):
+        return {"ok": None, "available": False, "lines": lines}
+    return {"ok": proc.returncode == 0, "available": True, "lines": lines}
+
+
+PROBES = [PythonStackProbe()]

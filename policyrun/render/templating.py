@@ -23,7 +23,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent.parent / "templates"
 BUILTIN_PREFIX = "policyrun"
 
 
-def _is_html(name: str) -> bool:
+def is_html(name: str) -> bool:
     return bool(re.search(r"\.(html?|xml|svg)(\.j2|\.jinja2?)?$", name))
 
 
@@ -105,7 +105,10 @@ def _where(exc: BaseException, fallback: Path) -> Location:
 
 
 def compile_template(path: Path) -> list[Finding]:
-    """Lint hook: R001 findings for a template that cannot compile, located at file:line.
+    """Lint hook: findings for a template that cannot compile, located at file:line.
+
+    R001: syntax error (or unknown filter/test) at the template line; R002: a template, or one it
+    extends/includes/imports, does not exist.
 
     Templates it extends, includes or imports by a constant name are compiled too, so an error in
     a partial is reported at the partial's line.
@@ -113,9 +116,9 @@ def compile_template(path: Path) -> list[Finding]:
     from jinja2 import TemplateNotFound, TemplateSyntaxError, nodes
 
     if not path.is_file():
-        return [Finding("R001", "report template not found; check report.templates in the rulebook "
+        return [Finding("R002", "report template not found; check report.templates in the rulebook "
                                 "(paths are relative to the rulebook file)", Location(str(path)))]
-    env = environment(path.parent, html=_is_html(path.name))
+    env = environment(path.parent, html=is_html(path.name))
     findings: list[Finding] = []
     seen: set[str] = set()
 
@@ -126,7 +129,7 @@ def compile_template(path: Path) -> list[Finding]:
         try:
             source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
         except TemplateNotFound:
-            findings.append(Finding("R001", f"template {name!r} not found next to the rulebook template or "
+            findings.append(Finding("R002", f"template {name!r} not found next to the rulebook template or "
                                             f"among the built-in ones ({BUILTIN_PREFIX}/...)",
                                     via or Location(str(file))))
             return
@@ -156,7 +159,7 @@ def render_template(path: Path | None, builtin: str, variables: Mapping[str, Any
     if path is not None:
         findings = compile_template(path)
         if findings:
-            raise RulebookError(findings[0].message, code="R001", location=findings[0].location,
+            raise RulebookError(findings[0].message, code=findings[0].code, location=findings[0].location,
                                 findings=findings)
         env = environment(path.parent, html=html)
         name = path.name
@@ -169,7 +172,7 @@ def render_template(path: Path | None, builtin: str, variables: Mapping[str, Any
         where = _where(exc, path or BUILTIN_DIR / builtin)
         raise RulebookError(f"report template failed: {exc.message or type(exc).__name__}; "
                             "templates see `report`, `trace` and `context` (docs/reports.md)",
-                            code="R002", location=where) from None
+                            code="R003", location=where) from None
     except RecursionError:
         raise RulebookError("report template recursed too deeply (does it extend or include itself?)",
-                            code="R002", location=Location(str(path or builtin))) from None
+                            code="R003", location=Location(str(path or builtin))) from None

@@ -126,14 +126,14 @@ def _check_view(check: CheckRecord, provenance: Mapping[str, dict[str, Any]]) ->
         "location": check.location,
         "decisive": is_decisive(check),
         "reads": [{"path": r.path, "value": None if r.missing else format_value(r.value),
-                   "full_value": None if r.missing else format_value(r.value, None),
+                   "full_value": None if r.missing else format_value(r.value, 20000),
                    "missing": r.missing, "error": r.error, "probe": probe_of(r.path),
                    "text": format_read(r)} for r in check.reads],
         "sources": [provenance.get(p) or _missing_provenance(p) for p in check_probes(check)],
     }
 
 
-def _record_text(phase: PhaseRecord) -> str:
+def record_text(phase: PhaseRecord) -> str:
     """The workflow's phase record (`phase / status / evidence / blocker / next_allowed_action`)."""
     lines = [f"phase: {phase.phase}", f"status: {phase.status}"]
     if phase.evidence:
@@ -165,7 +165,7 @@ def _phase_view(phase: PhaseRecord, index: int, provenance: Mapping[str, dict[st
         "checks": checks,
         "decisive": [c for c in checks if c["decisive"]],
         "gaps": [c["id"] for c in checks if c["result"] == "UNKNOWN"],
-        "record": _record_text(phase),
+        "record": record_text(phase),
         "hardware": hardware,
         "failing": phase.status in FAILING,
     }

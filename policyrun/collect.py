@@ -1,0 +1,434 @@
+"""Plan and run a rulebook's probes: a facts snapshot with provenance, never an exception from a probe.
+
+Probes whose `with:` reads other facts (`${facts.x...}`) wait for those probes; the rest run in
+parallel. Whatever goes wrong inside one probe (an expected ProbeError, a timeout, a crash, a
+refused permission) becomes that probe's error fact and, through `dependency.failed`, its
+dependants' — the interpreter treats those as missing, so they can never yield PASS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from policyrun.errors import UsageError
+from policyrun.expr import ExprError, InterpolationError, compile_expr, interpolate, template_exprs
+from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState
+from policyrun.model import ProbeSpec, Rulebook
+from policyrun.probes import registry
+from policyrun.probes.base import SIDE_EFFECTS, Probe, ProbeContext, ProbeError, ProbeResult
+
+MAX_WORKERS = 8  # probes mostly wait on subprocesses and files; more threads than cores is fine
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """The probes to collect in one mode, what each one's parameters read, and what cannot run."""
+
+    probes: dict[str, ProbeSpec]  # rulebook order
+    deps: dict[str, frozenset[str]]  # probe id → probes (in this plan) whose facts its parameters read
+    problems: dict[str, FactError]  # probes that fail before running, whatever the facts
+
+
+def _reads(spec: ProbeSpec) -> tuple[set[str], FactError | None]:
+    reads: set[str] = set()
+    for expr, _ in template_exprs(spec.with_):
+        try:
+            compiled = compile_expr(expr.strip())
+        except ExprError as exc:
+            return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}`: {exc.message}")
+        if "facts" in compiled.reads:
+            return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}` reads every "
+                                                                         "fact; name the one it needs (facts.<id>)")
+        reads |= compiled.fact_ids()
+    return reads, None
+
+
+def plan(rulebook: Rulebook, mode: str, only: set[str] | None = None) -> Plan:
+    """Select the probes of `mode` (and of `only`, with what they depend on) and order them."""
+    in_mode = {pid: s for pid, s in rulebook.probes.items() if s.modes is None or mode in s.modes}
+    deps: dict[str, frozenset[str]] = {}
+    problems: dict[str, FactError] = {}
+    for pid, spec in in_mode.items():
+        reads, problem = _reads(spec)
+        unknown = sorted(r for r in reads if r not in rulebook.probes)
+        outside = sorted(r for r in reads if r in rulebook.probes and r not in in_mode)
+        if problem is None and unknown:
+            problem = FactError(code="params.interpolation",
+                                message=f"reads facts.{unknown[0]}, but the rulebook declares no probe {unknown[0]!r}")
+        if problem is None and outside:
+            problem = FactError(code="dependency.failed",
+                                message=f"depends on probe {outside[0]!r}, which is not collected in mode {mode!r}")
+        if problem:
+            problems[pid] = problem
+        deps[pid] = frozenset(r for r in reads if r in in_mode and r != pid)
+        if pid in reads:
+            problems[pid] = FactError(code="dependency.cycle", message=f"probe {pid!r} reads its own fact")
+    selected = set(in_mode)
+    if only is not None:
+        _check_only(rulebook, mode, only, in_mode)
+        selected, todo = set(), list(only)
+        while todo:
+            pid = todo.pop()
+            if pid not in selected:
+                selected.add(pid)
+                todo.extend(deps[pid])
+    for pid in _cycle_members(selected, deps):
+        problems[pid] = FactError(code="dependency.cycle", message=f"probe {pid!r} is part of a dependency "
+                                                                   "cycle: probes whose parameters read each other's facts")
+    # A probe that fails before running waits for nothing.
+    return Plan(probes={pid: s for pid, s in in_mode.items() if pid in selected},
+                deps={pid: frozenset() if pid in problems else deps[pid] for pid in selected},
+                problems={pid: p for pid, p in problems.items() if pid in selected})
+
+
+def _check_only(rulebook: Rulebook, mode: str, only: set[str], in_mode: Mapping[str, ProbeSpec]) -> None:
+    unknown = sorted(only - set(rulebook.probes))
+    if unknown:
+        raise UsageError(f"--only {unknown[0]}: the rulebook has no probe of that name; its probes are "
+                         f"{', '.join(rulebook.probes) or '(none)'}", code="C001")
+    outside = sorted(only - set(in_mode))
+    if outside:
+        raise UsageError(f"--only {outside[0]}: that probe is not collected in mode {mode!r} "
+                         f"(its modes: {', '.join(rulebook.probes[outside[0]].modes or [])})", code="C001")
+
+
+def _cycle_members(nodes: set[str], deps: Mapping[str, frozenset[str]]) -> set[str]:
+    """Nodes that can reach themselves (Kahn's algorithm leaves cycles and what hangs off them)."""
+    waiting = {n: set(deps[n]) & nodes for n in nodes}
+    ready = [n for n, d in waiting.items() if not d]
+    while ready:
+        done = ready.pop()
+        for n, d in waiting.items():
+            if done in d:
+                d.discard(done)
+                if not d:
+                    ready.append(n)
+    stuck = {n for n, d in waiting.items() if d}
+
+    def reaches_self(start: str) -> bool:
+        seen, todo = set(), list(waiting[start])
+        while todo:
+            n = todo.pop()
+            if n == start:
+                return True
+            if n not in seen:
+                seen.add(n)
+                todo.extend(waiting.get(n, ()))
+        return False
+
+    return {n for n in stuck if reaches_self(n)}
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+class Progress(Protocol):
+    def begin(self, total: int) -> None: ...
+    def started(self, probe_id: str) -> None: ...
+    def finished(self, probe_id: str, fact: Fact) -> None: ...
+    def end(self) -> None: ...
+
+
+def _outcome(fact: Fact) -> tuple[bool, str]:
+    dur = fact.provenance.duration_s
+    timing = f" {dur:.2f}s" if dur is not None else ""
+    if fact.error is None:
+        return True, f"ok{timing}"
+    return False, f"error {fact.error.code}{timing}: {fact.error.message}"
+
+
+class QuietProgress:
+    """For library callers that want facts and nothing on the terminal."""
+
+    def begin(self, total: int) -> None:
+        pass
+
+    def started(self, probe_id: str) -> None:
+        pass
+
+    def finished(self, probe_id: str, fact: Fact) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class LineProgress(QuietProgress):
+    """One line per finished probe: quiet enough for CI logs."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def finished(self, probe_id: str, fact: Fact) -> None:
+        print(f"collect: {probe_id} {_outcome(fact)[1]}", file=self.stream, flush=True)
+
+
+class RichProgress:
+    """A live bar naming the probes in flight; finished probes scroll above it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(SpinnerColumn(), TextColumn("collect"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.description}"),
+                            console=Console(file=stream), transient=True)
+        self.running: list[str] = []
+        self.task: Any = None
+
+    def begin(self, total: int) -> None:
+        self.task = self.bar.add_task("", total=total)
+        self.bar.start()
+
+    def _show(self) -> None:
+        self.bar.update(self.task, description=", ".join(self.running[:4]) + (" …" if len(self.running) > 4 else ""))
+
+    def started(self, probe_id: str) -> None:
+        self.running.append(probe_id)
+        self._show()
+
+    def finished(self, probe_id: str, fact: Fact) -> None:
+        if probe_id in self.running:
+            self.running.remove(probe_id)
+        ok, text = _outcome(fact)
+        from rich.markup import escape
+
+        self.bar.console.print(f"[{'green' if ok else 'red'}]{'✓' if ok else '✗'}[/] {escape(probe_id)} "
+                               f"{escape(text)}")
+        self.bar.advance(self.task)
+        self._show()
+
+    def end(self) -> None:
+        self.bar.stop()
+
+
+def make_progress(stream: TextIO | None = None) -> Progress:
+    """A live display on a terminal; plain lines when not a TTY or under CI."""
+    stream = stream or sys.stderr
+    if stream.isatty() and not os.environ.get("CI"):
+        return RichProgress(stream)
+    return LineProgress(stream)
+
+
+# --- execution ----------------------------------------------------------------------------------
+
+class _Timeout(Exception):
+    pass
+
+
+def _call_with_timeout(fn: Callable[[], Any], timeout_s: float, name: str) -> Any:
+    """Run `fn` in a daemon thread: a probe that never returns cannot hang collect or the exit."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # handed to the caller, who records it as the fact's error
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name=f"probe:{name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _Timeout
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+@dataclass(frozen=True)
+class _Job:
+    probe: Probe
+    params: dict[str, Any]  # what the probe receives
+    shown: dict[str, Any]  # what provenance records: parameters after interpolation
+
+
+def _error_fact(pid: str, spec: ProbeSpec, code: str, message: str, params: Mapping[str, Any]) -> Fact:
+    err = FactError(code=code, message=message)
+    return Fact(error=err, provenance=Provenance(probe=pid, kind=spec.uses, params=dict(params), error=err))
+
+
+class _Collection:
+    """The state of one `collect()` call."""
+
+    def __init__(self, rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], base_dir: Path,
+                 rulebook_dir: Path | None, progress: Progress) -> None:
+        self.rulebook = rulebook
+        self.mode = mode
+        self.permissions = rulebook.modes[mode].permissions
+        self.inputs = dict(inputs)
+        self.base_dir = base_dir
+        self.rulebook_dir = rulebook_dir or base_dir
+        self.progress = progress
+        self.facts: dict[str, Fact] = {}
+        self.values: dict[str, Any] = {}
+        self.validators: dict[str, Any] = {}
+
+    def run(self, the_plan: Plan) -> dict[str, Fact]:
+        waiting = {pid: set(d) for pid, d in the_plan.deps.items()}
+        dependants: dict[str, list[str]] = {pid: [] for pid in the_plan.probes}
+        for pid, ds in the_plan.deps.items():
+            for d in ds:
+                dependants[d].append(pid)
+        queue = deque(pid for pid in the_plan.probes if not waiting[pid])
+        running: dict[Future[Fact], str] = {}
+        pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_WORKERS, len(the_plan.probes))),
+                                  thread_name_prefix="policyrun-collect")
+        self.progress.begin(len(the_plan.probes))
+        try:
+            while queue or running:
+                while queue:
+                    pid = queue.popleft()
+                    job = self.prepare(pid, the_plan)
+                    if isinstance(job, Fact):
+                        queue.extend(self.record(pid, job, waiting, dependants))
+                    else:
+                        self.progress.started(pid)
+                        running[pool.submit(self.execute, pid, the_plan.probes[pid], job)] = pid
+                if running:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in sorted(done, key=lambda f: running[f]):
+                        queue.extend(self.record(running.pop(future), future.result(), waiting, dependants))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.progress.end()
+        return self.facts
+
+    def record(self, pid: str, fact: Fact, waiting: dict[str, set[str]],
+               dependants: Mapping[str, list[str]]) -> list[str]:
+        self.facts[pid] = fact
+        if fact.ok:
+            self.values[pid] = fact.value
+        self.progress.finished(pid, fact)
+        ready = []
+        for d in dependants[pid]:
+            waiting[d].discard(pid)
+            if not waiting[d]:
+                ready.append(d)
+        return ready
+
+    def prepare(self, pid: str, the_plan: Plan) -> _Job | Fact:
+        """Everything before running, on the scheduling thread: a job, or the error fact instead."""
+        spec = the_plan.probes[pid]
+        raw = spec.with_
+        if pid in the_plan.problems:
+            problem = the_plan.problems[pid]
+            return _error_fact(pid, spec, problem.code, problem.message, raw)
+        for dep in sorted(the_plan.deps[pid]):
+            err = self.facts[dep].error
+            if err is not None:
+                return _error_fact(pid, spec, "dependency.failed",
+                                   f"depends on probe {dep!r}, which failed ({err.code})", raw)
+        probe = registry.get(spec.uses)
+        if probe is None:
+            return _error_fact(pid, spec, "probe.unknown_kind", f"no probe kind {spec.uses!r} is registered; "
+                                                                "`policyrun probes` lists the kinds", raw)
+        variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode}
+        try:
+            shown = interpolate(raw, variables)
+        except (InterpolationError, ExprError) as exc:
+            expr = getattr(exc, "expression", "")
+            return _error_fact(pid, spec, "params.interpolation",
+                               f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
+        try:
+            params = self.attach_schemas(probe, shown)
+            problem = self.validate(probe, params)
+            if problem:
+                return _error_fact(pid, spec, "params.invalid", problem, shown)
+            effects = probe.side_effects(params)
+        except Exception as exc:  # a plugin's broken schema or side_effects must not stop collection
+            return _error_fact(pid, spec, "probe.crashed", f"{type(exc).__name__}: {exc}", shown)
+        denied = sorted(e for e in effects if self.permissions.get(e) is not True)
+        if denied:
+            what = SIDE_EFFECTS.get(denied[0], denied[0])
+            return _error_fact(pid, spec, "refused.permission",
+                               f"needs permission {denied[0]!r} ({what}), which mode {self.mode!r} does not grant; "
+                               f"run it in a mode whose permissions set {denied[0]}: true", shown)
+        return _Job(probe, params, shown)
+
+    def attach_schemas(self, probe: Probe, params: dict[str, Any]) -> dict[str, Any]:
+        """Replace a schema parameter naming a rulebook `schemas:` entry by the entry; anchor paths."""
+        out = params
+        for name in getattr(probe, "schema_params", ()):
+            value = params.get(name)
+            if isinstance(value, str):
+                value = self.rulebook.schemas.get(value, value)
+                if isinstance(value, str):
+                    value = str(self.rulebook_dir / value)
+                out = {**out, name: value}
+        return out
+
+    def validate(self, probe: Probe, params: Mapping[str, Any]) -> str | None:
+        import jsonschema
+
+        validator = self.validators.get(probe.kind)
+        if validator is None:
+            validator = self.validators[probe.kind] = jsonschema.Draft202012Validator(probe.params_schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(params)))
+        if error is None:
+            return None
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"{'parameter ' + where if where else 'parameters'}: {error.message} (`policyrun probes " \
+               f"{probe.kind}` lists its parameters)"
+
+    def execute(self, pid: str, spec: ProbeSpec, job: _Job) -> Fact:
+        """Run one probe (on a pool thread) and always return a fact."""
+        started, t0 = utc_now(), time.perf_counter()
+        ctx = ProbeContext(base_dir=self.base_dir, timeout_s=spec.timeout_s)
+        result: ProbeResult | None = None
+        commands: list[str] = []
+        try:
+            result = _call_with_timeout(lambda: job.probe.run(job.params, ctx), spec.timeout_s, pid)
+            if not isinstance(result, ProbeResult):
+                raise TypeError(f"run() returned {type(result).__name__}, not a ProbeResult")
+            json.dumps(result.value, allow_nan=False)  # facts files are JSON; find out now, not at write
+            error = None
+        except _Timeout:
+            error = FactError(code="probe.timeout", message=f"did not finish within {spec.timeout_s:g}s; raise "
+                                                            "the probe's timeout_s or find what it waits on")
+        except ProbeError as exc:
+            error, commands = FactError(code=exc.code, message=exc.message), exc.commands
+        except BaseException as exc:  # noqa: BLE001 — a crashing probe is a fact, never a traceback
+            error = FactError(code="probe.crashed", message=f"{type(exc).__name__}: {exc}")
+        if error is not None:
+            result = None
+        provenance = Provenance(
+            probe=pid, kind=spec.uses, params=job.shown,
+            commands=result.commands if result else commands,
+            repo=RepoState(path=result.repo_path, head=result.repo_head) if result and result.repo_path else None,
+            sources=result.sources if result else [], started_at=started, finished_at=utc_now(),
+            duration_s=round(time.perf_counter() - t0, 6), error=error)
+        return Fact(value=result.value if result else None, error=error, provenance=provenance)
+
+
+def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_dir: Path,
+            progress: Progress | None = None, only: set[str] | None = None,
+            rulebook_dir: Path | None = None) -> FactsSnapshot:
+    """Collect the facts of `mode`'s probes (or of `only` and what they depend on).
+
+    `base_dir` anchors relative paths in parameters; `rulebook_dir` anchors schema file paths.
+    """
+    if mode not in rulebook.modes:
+        raise UsageError(f"mode {mode!r} is not defined; the rulebook's modes are {', '.join(rulebook.modes)}",
+                         code="C002")
+    the_plan = plan(rulebook, mode, only)
+    state = _Collection(rulebook, mode, inputs, base_dir, rulebook_dir, progress or QuietProgress())
+    facts = state.run(the_plan)
+    return FactsSnapshot(collected_at=utc_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))

@@ -1,0 +1,54 @@
+"""`policyrun collect`: run a rulebook's probes for one mode and write a facts snapshot.
+
+A probe that fails is recorded as an error fact, not a failed command: the snapshot says what
+could not be collected and why, and `evaluate --facts` treats those facts as missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from policyrun.commands.evaluate import add_rulebook_args
+from policyrun.errors import EXIT_OK, UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("collect", help="run a rulebook's probes and write a facts snapshot",
+                       description="Run the probes of RULEBOOK for one mode (in parallel where their "
+                                   "parameters allow) and write every fact, or the error that stopped it, with "
+                                   "provenance. Progress goes to stderr.")
+    add_rulebook_args(p)
+    p.add_argument("--only", action="append", default=[], metavar="PROBE",
+                   help="collect only this probe and the probes its parameters read (repeatable)")
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="where to write the facts snapshot (default: stdout)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from policyrun.collect import collect, make_progress
+    from policyrun.engine import load_checked
+    from policyrun.inputs import resolve_inputs, select_mode
+
+    rb = load_checked(args.rulebook)
+    mode = select_mode(rb.model, args.mode)
+    inputs = resolve_inputs(rb.model, args.sets, args.inputs)
+    facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
+                    only=set(args.only) or None, rulebook_dir=rb.directory)
+    text = facts.to_json()
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        out = Path(args.output)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror}; choose another -o path", code="U007") from None
+    errors = sorted(pid for pid, fact in facts.facts.items() if not fact.ok)
+    where = "stdout" if args.output == "-" else args.output
+    detail = f" ({', '.join(errors)})" if errors else ""
+    sys.stderr.write(f"collect: {len(facts.facts)} facts, {len(errors)} errors{detail} → {where}\n")
+    return EXIT_OK

@@ -1,0 +1,31 @@
+"""`policyrun diff OLD NEW`: compare two traces; exit 1 when anything changed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from policyrun.errors import EXIT_FAIL, EXIT_OK
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("diff", help="compare two traces: changed statuses and checks",
+                       description="Compare two traces (say, the old and the new rulebook evaluated against one "
+                                   "facts snapshot): verdict, phase statuses, and check results, outcomes, "
+                                   "expressions and values read, including added and removed phases and "
+                                   "checks. Exit 0 when nothing changed, 1 when something did, 3 when a trace "
+                                   "cannot be read.")
+    p.add_argument("old", type=Path, metavar="OLD_TRACE")
+    p.add_argument("new", type=Path, metavar="NEW_TRACE")
+    p.add_argument("--json", action="store_true", help="print the differences as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from policyrun.render.diff import diff_traces, render_diff_json, render_diff_text
+    from policyrun.trace import load_trace
+
+    diff = diff_traces(load_trace(args.old), load_trace(args.new))
+    sys.stdout.write(render_diff_json(diff) if args.json else render_diff_text(diff))
+    return EXIT_FAIL if diff["changed"] else EXIT_OK

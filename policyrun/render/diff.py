@@ -1,0 +1,155 @@
+"""`policyrun diff`: what a rulebook change did to recorded verdicts.
+
+Evaluate the old and the new rulebook against the same facts snapshot, then compare the two
+traces: verdict, phase statuses (and their reason, blocker, next action), and per check the
+result, the status it imposed, its expression and the values it read. Checks are matched by
+(kind, id); phases by id. Different facts digests are reported, since then a change may come
+from the facts rather than the rulebook.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policyrun.render.view import format_read
+from policyrun.trace import CheckRecord, PhaseRecord, Trace
+
+_PHASE_FIELDS = ("reason", "blocker", "next_allowed_action")
+
+
+def _pair(old: Any, new: Any) -> dict[str, Any] | None:
+    return None if old == new else {"old": old, "new": new}
+
+
+def _check_key(check: CheckRecord) -> tuple[str, str]:
+    return (check.kind, check.id)
+
+
+def _check_diff(old: CheckRecord | None, new: CheckRecord | None) -> dict[str, Any] | None:
+    ref = new or old
+    assert ref is not None
+    entry: dict[str, Any] = {"kind": ref.kind, "id": ref.id}
+    if old is None or new is None:
+        entry["change"] = "added" if old is None else "removed"
+        entry["result"] = ref.result
+        entry["outcome"] = ref.outcome
+        return entry
+    fields = {
+        "result": _pair(old.result, new.result),
+        "outcome": _pair(old.outcome, new.outcome),
+        "expression": _pair(old.expression, new.expression),
+        "reads": _pair([format_read(r) for r in old.reads], [format_read(r) for r in new.reads]),
+    }
+    changed = {k: v for k, v in fields.items() if v is not None}
+    if not changed:
+        return None
+    return {**entry, "change": "changed", **changed}
+
+
+def _checks_diff(old: PhaseRecord | None, new: PhaseRecord | None) -> list[dict[str, Any]]:
+    old_checks = {_check_key(c): c for c in (old.evidence if old else [])}
+    new_checks = {_check_key(c): c for c in (new.evidence if new else [])}
+    keys = list(new_checks) + [k for k in old_checks if k not in new_checks]
+    out = []
+    for key in keys:
+        entry = _check_diff(old_checks.get(key), new_checks.get(key))
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def _phase_diff(old: PhaseRecord | None, new: PhaseRecord | None) -> dict[str, Any] | None:
+    ref = new or old
+    assert ref is not None
+    checks = _checks_diff(old, new)
+    if old is None or new is None:
+        return {"phase": ref.phase, "change": "added" if old is None else "removed", "status": ref.status,
+                "checks": checks}
+    fields = {f: p for f in _PHASE_FIELDS if (p := _pair(getattr(old, f), getattr(new, f))) is not None}
+    status = _pair(old.status, new.status)
+    if status is None and not fields and not checks:
+        return None
+    return {"phase": ref.phase, "change": "changed", "status": status, "fields": fields, "checks": checks}
+
+
+def diff_traces(old: Trace, new: Trace) -> dict[str, Any]:
+    """A JSON-ready description of every difference; `changed` is false when there is none."""
+    old_phases = {p.phase: p for p in old.phases}
+    new_phases = {p.phase: p for p in new.phases}
+    ids = list(new_phases) + [p for p in old_phases if p not in new_phases]
+    phases = [d for pid in ids if (d := _phase_diff(old_phases.get(pid), new_phases.get(pid))) is not None]
+    verdict = _pair(old.verdict.id, new.verdict.id)
+    exit_code = _pair(old.exit_code, new.exit_code)
+    context = {
+        "rulebook": {"old": f"{old.rulebook.name} {old.rulebook.version}", "new": f"{new.rulebook.name} "
+                     f"{new.rulebook.version}"},
+        "rulebook_sha256": {"old": old.rulebook.sha256, "new": new.rulebook.sha256},
+        "facts_sha256": {"old": old.facts_sha256, "new": new.facts_sha256},
+        "mode": {"old": old.mode, "new": new.mode},
+    }
+    return {"changed": bool(phases or verdict or exit_code), "verdict": verdict, "exit_code": exit_code,
+            "context": context, "phases": phases}
+
+
+def _arrow(pair: dict[str, Any]) -> str:
+    return f"{pair['old'] if pair['old'] is not None else 'none'} -> {pair['new'] if pair['new'] is not None else 'none'}"
+
+
+def _same_or_changed(label: str, pair: dict[str, Any]) -> str:
+    if pair["old"] == pair["new"]:
+        return f"{label}: {pair['new']} (same)"
+    return f"{label}: {_arrow(pair)}"
+
+
+def _check_text(c: dict[str, Any]) -> list[str]:
+    name = f"{c['kind']} {c['id']}"
+    if c["change"] == "added":
+        return [f"    + {name}: {c['result']}" + (f" -> {c['outcome']}" if c["outcome"] else "")]
+    if c["change"] == "removed":
+        return [f"    - {name} (removed; was {c['result']})"]
+    lines = [f"    ~ {name}"]
+    for field in ("result", "outcome", "expression"):
+        if field in c:
+            lines.append(f"        {field}: {_arrow(c[field])}")
+    if "reads" in c:
+        lines.append("        reads were: " + ("; ".join(c["reads"]["old"]) or "nothing"))
+        lines.append("        reads now:  " + ("; ".join(c["reads"]["new"]) or "nothing"))
+    return lines
+
+
+def render_diff_text(diff: dict[str, Any]) -> str:
+    ctx = diff["context"]
+    lines = [_same_or_changed("rulebook", ctx["rulebook"]), _same_or_changed("rulebook sha256", ctx["rulebook_sha256"]),
+             _same_or_changed("facts sha256", ctx["facts_sha256"]), _same_or_changed("mode", ctx["mode"])]
+    if ctx["facts_sha256"]["old"] != ctx["facts_sha256"]["new"]:
+        lines.append("note: the traces were evaluated on different facts, so a change may come from the facts "
+                     "rather than the rulebook; evaluate both against one snapshot (--facts) to compare rules")
+    lines.append("")
+    if diff["verdict"] or diff["exit_code"]:
+        v = diff["verdict"] or {"old": "(same)", "new": "(same)"}
+        e = diff["exit_code"] or {"old": "same", "new": "same"}
+        lines.append(f"verdict: {v['old']} (exit {e['old']}) -> {v['new']} (exit {e['new']})")
+    for p in diff["phases"]:
+        if p["change"] == "added":
+            lines.append(f"+ {p['phase']}: {p['status']} (added)")
+        elif p["change"] == "removed":
+            lines.append(f"- {p['phase']} (removed; was {p['status']})")
+        else:
+            status = _arrow(p["status"]) if p["status"] else "status unchanged"
+            lines.append(f"~ {p['phase']}: {status}")
+            for field, pair in p["fields"].items():
+                lines.append(f"    {field}: {json.dumps(pair['old'], ensure_ascii=False)} -> "
+                             f"{json.dumps(pair['new'], ensure_ascii=False)}")
+        for c in p["checks"]:
+            lines += _check_text(c)
+    if not diff["changed"]:
+        lines.append("No change: same verdict, phase statuses and check results.")
+    else:
+        n_checks = sum(len(p["checks"]) for p in diff["phases"])
+        lines += ["", f"{len(diff['phases'])} phase(s) and {n_checks} check(s) differ."]
+    return "\n".join(lines) + "\n"
+
+
+def render_diff_json(diff: dict[str, Any]) -> str:
+    return json.dumps(diff, indent=2, ensure_ascii=False) + "\n"

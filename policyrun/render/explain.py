@@ -1,0 +1,86 @@
+"""`policyrun explain`: why each phase got its status, for a person.
+
+A filter over the recorded trace (like OPA's `--explain`), never a second evaluation: the checks
+that decided each phase, the values they read, and where each value came from.
+"""
+
+from __future__ import annotations
+
+from policyrun.errors import UsageError
+from policyrun.facts import Provenance
+from policyrun.render.view import FAILING, RESULT_ICONS, check_probes, format_read, is_decisive
+from policyrun.trace import CheckRecord, PhaseRecord, Trace
+
+_VALUE_LIMIT = 200
+
+
+def _provenance_lines(probe: str, prov: Provenance | None) -> list[str]:
+    if prov is None:
+        return [f"from {probe}: no provenance recorded (the fact was never collected)"]
+    lines = [f"from {probe} ({prov.kind})"]
+    lines += [f"  ran:   {c}" for c in prov.commands]
+    lines += [f"  file:  {s}" for s in prov.sources]
+    if prov.repo is not None:
+        lines.append(f"  repo:  {prov.repo.path}" + (f" @ {prov.repo.head}" if prov.repo.head else ""))
+    if prov.params and not prov.commands and not prov.sources:
+        lines.append("  with:  " + ", ".join(f"{k}={v!r}" for k, v in sorted(prov.params.items())))
+    if prov.error is not None:
+        lines.append(f"  error: {prov.error.code}: {prov.error.message}")
+    return lines
+
+
+def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
+    outcome = f" -> phase {check.outcome}" if check.outcome else ""
+    where = f"  ({check.location})" if check.location else ""
+    lines = [f"{RESULT_ICONS.get(check.result, '?')} {check.kind} {check.id}: {check.result}{outcome}{where}",
+             f"    {check.expression}"]
+    if check.message:
+        lines.append(f"    why: {check.message}")
+    lines += [f"    read {format_read(r, _VALUE_LIMIT)}" for r in check.reads]
+    for probe in check_probes(check):
+        lines += [f"    {line}" for line in _provenance_lines(probe, trace.provenance.get(probe))]
+    return lines
+
+
+def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
+    title = f" — {phase.title}" if phase.title else ""
+    lines = [f"{phase.phase}{title}: {phase.status}", f"  reason:  {phase.reason}"]
+    if phase.blocker:
+        lines.append(f"  blocker: {phase.blocker}")
+    lines.append(f"  next:    {phase.next_allowed_action}")
+    if phase.location:
+        lines.append(f"  defined: {phase.location}")
+    deciders = [c for c in phase.evidence if c.outcome is not None]
+    if deciders:
+        lines.append("  decided by: " + ", ".join(f"{c.kind} {c.id} -> {c.outcome}" for c in deciders))
+    checks = [c for c in phase.evidence if is_decisive(c)] if failures else list(phase.evidence)
+    if checks:
+        lines.append("  checks:")
+        for check in checks:
+            lines += [f"    {line}" for line in _check_lines(check, trace)]
+    elif not phase.evidence:
+        lines.append("  checks: none recorded" + (" (the phase was not evaluated)" if phase.status == "SKIPPED" else ""))
+    return lines
+
+
+def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = False) -> str:
+    """Explain every phase, one phase (`phase`), or only what did not pass (`failures`)."""
+    phases = list(trace.phases)
+    if phase is not None:
+        found = trace.phase(phase)
+        if found is None:
+            known = ", ".join(p.phase for p in trace.phases) or "none"
+            raise UsageError(f"no phase {phase!r} in this trace; phases: {known}", code="T004")
+        phases = [found]
+    if failures:
+        phases = [p for p in phases if p.status in FAILING]
+    summary = f" — {trace.verdict.summary}" if trace.verdict.summary else ""
+    out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
+           f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
+           f"facts sha256 {trace.facts_sha256} · rulebook sha256 {trace.rulebook.sha256}"]
+    if not phases:
+        scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
+        out += ["", f"Nothing failed: {scope} PASS or SKIPPED."]
+    for p in phases:
+        out += ["", *_phase_lines(p, trace, failures)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,76 @@
+"""JUnit XML: one testcase per phase, so any CI test view shows the phase pipeline.
+
+Shape: the Jenkins/Surefire JUnit schema (tests/schemas/junit.xsd). PASS is a plain testcase,
+SKIPPED carries `<skipped message=reason>`, FAIL/BLOCKED/STOPPED carry
+`<failure message=blocker type=STATUS>` whose body lists the checks that decided the phase.
+Every testcase's `<system-out>` holds the workflow's phase record.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from policyrun.render.view import FAILING, format_read, is_decisive, record_text
+from policyrun.trace import PhaseRecord, Trace
+
+# Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI).
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _x(text: object) -> str:
+    return _INVALID_XML.sub("\ufffd", str(text))
+
+
+def _failure_body(phase: PhaseRecord) -> str:
+    lines = [f"{phase.phase} is {phase.status}: {phase.reason}"]
+    if phase.blocker:
+        lines.append(f"blocker: {phase.blocker}")
+    for check in phase.evidence:
+        if not is_decisive(check):
+            continue
+        outcome = f" -> {check.outcome}" if check.outcome else ""
+        where = f" ({check.location})" if check.location else ""
+        lines.append(f"{check.kind} {check.id}: {check.result}{outcome}{where}")
+        lines.append(f"  check: {check.expression}")
+        if check.message:
+            lines.append(f"  why: {check.message}")
+        lines.extend(f"  read: {format_read(r, None)}" for r in check.reads)
+    lines.append(f"next_allowed_action: {phase.next_allowed_action}")
+    return "\n".join(lines)
+
+
+def _record(phase: PhaseRecord) -> str:
+    text = record_text(phase)
+    return text + (f"\ndefined at: {phase.location}" if phase.location else "")
+
+
+def render_junit(trace: Trace) -> str:
+    failures = sum(1 for p in trace.phases if p.status in FAILING)
+    skipped = sum(1 for p in trace.phases if p.status == "SKIPPED")
+    suites = ET.Element("testsuites", name=_x(f"policyrun {trace.rulebook.name}"), tests=str(len(trace.phases)),
+                        failures=str(failures), errors="0", time="0")
+    suite = ET.SubElement(suites, "testsuite", name=_x(f"{trace.rulebook.name} ({trace.mode})"),
+                          tests=str(len(trace.phases)), failures=str(failures), errors="0",
+                          skipped=str(skipped), time="0")
+    if trace.generated_at:
+        suite.set("timestamp", _x(trace.generated_at))
+    if trace.rulebook.path:
+        suite.set("file", _x(trace.rulebook.path))
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("rulebook", trace.rulebook.name), ("rulebook.version", trace.rulebook.version),
+                        ("rulebook.sha256", trace.rulebook.sha256), ("mode", trace.mode),
+                        ("facts.sha256", trace.facts_sha256), ("verdict", trace.verdict.id),
+                        ("exit_code", str(trace.exit_code))):
+        ET.SubElement(props, "property", name=name, value=_x(value))
+    classname = f"policyrun.{trace.rulebook.name}.{trace.mode}"
+    for phase in trace.phases:
+        case = ET.SubElement(suite, "testcase", name=_x(phase.phase), classname=_x(classname), time="0")
+        if phase.status == "SKIPPED":
+            ET.SubElement(case, "skipped", message=_x(phase.reason))
+        elif phase.status in FAILING:
+            failure = ET.SubElement(case, "failure", message=_x(phase.blocker or phase.reason), type=phase.status)
+            failure.text = _x(_failure_body(phase))
+        ET.SubElement(case, "system-out").text = _x(_record(phase))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
