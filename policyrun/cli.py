@@ -54,7 +54,10 @@ def _build(argv: Sequence[str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error (exit 3)
+        return int(exc.code or 0)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

@@ -1,0 +1,202 @@
+"""The CLI contract: exit codes, messages, files written, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from policyrun.cli import main
+
+RULEBOOK = """\
+policyrun: 1
+name: cli-demo
+inputs:
+  target_ref: {type: string, required: true}
+  n: {type: int, default: 1}
+modes:
+  plan: {phases: [A, B]}
+  final: {phases: [A, B]}
+probes:
+  t: {uses: const, with: {value: {sha: "0123456789abcdef0123456789abcdef01234567"}}}
+  x: {uses: const, with: {value: 1}}
+phases:
+  - id: A
+    evidence:
+      - {id: sha, check: "facts.t.sha.size() == 40", on_fail: BLOCKED}
+  - id: B
+    evidence:
+      - {id: x, check: "facts.x == inputs.n"}
+"""
+
+
+def facts_file(tmp: Path, **values: object) -> Path:
+    facts = {pid: {"value": v, "provenance": {"probe": pid, "kind": "const"}} for pid, v in values.items()}
+    path = tmp / "facts.json"
+    path.write_text(json.dumps({"policyrun_facts": 1, "facts": facts}))
+    return path
+
+
+@pytest.fixture()
+def rulebook(tmp_path: Path) -> Path:
+    path = tmp_path / "rb.yaml"
+    path.write_text(RULEBOOK)
+    return path
+
+
+def run(*args: str) -> int:
+    return main(list(args))
+
+
+def test_exit_0_when_every_phase_passes(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    facts = facts_file(tmp_path, t={"sha": "a" * 40}, x=1)
+    out = tmp_path / "out"
+    rc = run("evaluate", str(rulebook), "--mode", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+             "--out", str(out))
+    assert rc == 0
+    trace = json.loads((out / "trace.json").read_text())
+    assert [p["status"] for p in trace["phases"]] == ["PASS", "PASS"]
+    assert trace["verdict"]["id"] == "complete"
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_exit_1_on_fail(rulebook: Path, tmp_path: Path) -> None:
+    facts = facts_file(tmp_path, t={"sha": "a" * 40}, x=2)
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+               "--out", str(tmp_path / "o")) == 1
+
+
+def test_exit_2_on_blocked(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    facts = facts_file(tmp_path, t={"sha": "abc"}, x=1)
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+               "--out", str(tmp_path / "o")) == 2
+    assert "BLOCKED" in capsys.readouterr().out
+
+
+def test_exit_2_when_fact_missing(rulebook: Path, tmp_path: Path) -> None:
+    facts = facts_file(tmp_path, x=1)
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+               "--out", str(tmp_path / "o")) == 2
+
+
+def test_mode_required_lists_modes(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    facts = facts_file(tmp_path, x=1)
+    assert run("evaluate", str(rulebook), "--set", "target_ref=v1", "--facts", str(facts)) == 3
+    err = capsys.readouterr().err
+    assert "choose one with --mode (plan, final)" in err
+
+
+def test_unknown_mode_suggests(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("evaluate", str(rulebook), "--mode", "plam", "--set", "target_ref=v1",
+               "--facts", str(facts_file(tmp_path))) == 3
+    assert "did you mean 'plan'?" in capsys.readouterr().err
+
+
+def test_missing_required_input(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("evaluate", str(rulebook), "-m", "plan", "--facts", str(facts_file(tmp_path))) == 3
+    assert "missing required input: target_ref; pass --set target_ref=..." in capsys.readouterr().err
+
+
+def test_bad_input_type(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--set", "n=two",
+               "--facts", str(facts_file(tmp_path))) == 3
+    assert "input 'n' must be an integer, got 'two'" in capsys.readouterr().err
+
+
+def test_unknown_input(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target=v",
+               "--facts", str(facts_file(tmp_path))) == 3
+    assert "unknown input 'target'; did you mean 'target_ref'?" in capsys.readouterr().err
+
+
+def test_inputs_file(rulebook: Path, tmp_path: Path) -> None:
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("target_ref: v1\nn: 2\n")
+    facts = facts_file(tmp_path, t={"sha": "a" * 40}, x=2)
+    assert run("evaluate", str(rulebook), "-m", "plan", "--inputs", str(inputs), "--facts", str(facts),
+               "--out", str(tmp_path / "o")) == 0
+
+
+def test_bad_facts_file_is_located(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "facts.json"
+    bad.write_text('{"facts": {\n  "x": }\n}')
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts", str(bad)) == 3
+    err = capsys.readouterr().err
+    assert f"{bad}:2:" in err and "not valid JSON" in err
+
+
+def test_conflicting_facts_files(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = facts_file(tmp_path, x=1)
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"facts": {"x": {"value": 2, "provenance": {"probe": "x", "kind": "const"}}}}))
+    assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts", str(a),
+               "--facts", str(b)) == 3
+    assert "fact 'x' differs between" in capsys.readouterr().err
+
+
+def test_unknown_rulebook_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("lint", "upgrade-gpu-versoin") == 3
+    assert "did you mean 'upgrade-gpu-version'?" in capsys.readouterr().err
+
+
+def test_trace_is_deterministic(rulebook: Path, tmp_path: Path) -> None:
+    facts = facts_file(tmp_path, t={"sha": "a" * 40}, x=1)
+    outs = []
+    for name in ("one", "two"):
+        run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+            "--out", str(tmp_path / name), "--no-timestamp")
+        outs.append((tmp_path / name / "trace.json").read_bytes())
+    assert outs[0] == outs[1]
+    assert b"generated_at\": null" in outs[0]
+
+
+def test_trace_records_reads_and_provenance(rulebook: Path, tmp_path: Path) -> None:
+    facts = facts_file(tmp_path, t={"sha": "abc"}, x=1)
+    run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v1", "--facts", str(facts),
+        "--out", str(tmp_path / "o"))
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    check = trace["phases"][0]["evidence"][0]
+    assert check["expression"] == "facts.t.sha.size() == 40"
+    assert check["reads"] == [{"path": "facts.t.sha", "value": "abc", "missing": False, "error": None}]
+    assert check["result"] == "UNSATISFIED" and check["outcome"] == "BLOCKED"
+    assert check["location"].endswith("rb.yaml:15:9")
+    assert trace["provenance"]["t"]["kind"] == "const"
+    assert trace["phases"][1]["reason"] == "gated by A=BLOCKED"
+    assert trace["rulebook"]["sha256"] and trace["facts_sha256"]
+
+
+def test_internal_error_is_one_line_with_log(monkeypatch: pytest.MonkeyPatch, rulebook: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import policyrun.engine
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(policyrun.engine, "evaluate", boom)
+    rc = run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts",
+             str(facts_file(tmp_path, x=1)), "--out", str(tmp_path / "o"))
+    err = capsys.readouterr().err
+    assert rc == 4
+    assert "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
+    log = err.split("details in ")[1].split(";")[0]
+    assert "Traceback" in Path(log).read_text()
+
+
+def test_usage_error_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("evaluate", "--no-such-flag") == 3
+
+
+@pytest.mark.parametrize("which", ["rulebook", "facts", "trace"])
+def test_checked_in_schemas_match_models(which: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("schema", which) == 0
+    printed = capsys.readouterr().out
+    checked_in = (Path(__file__).parent.parent / "schemas" / f"{which}.schema.json").read_text()
+    assert printed == checked_in, f"schemas/{which}.schema.json drifted: run `python -m policyrun.schemas`"
+
+
+def test_python_dash_m_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "policyrun", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("policyrun ")
