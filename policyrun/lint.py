@@ -7,9 +7,10 @@ lint accepts is exactly what runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from policyrun.checks import check_rulebook
-from policyrun.errors import Finding, FindingSink, PolicyrunError
+from policyrun.errors import Finding, FindingSink, Location, PolicyrunError
 from policyrun.rulebook import LoadedRulebook, load_rulebook, node_path_text
 
 
@@ -19,18 +20,12 @@ def lint_file(path: Path) -> list[Finding]:
     except PolicyrunError as exc:
         if exc.findings:
             return exc.findings
-        return [Finding(exc.code, exc.message, exc.location or _unknown(path))]
+        return [Finding(exc.code, exc.message, exc.location or Location(path.as_posix()))]
     return findings_for(rb)
 
 
 def findings_for(rb: LoadedRulebook) -> list[Finding]:
     return check_rulebook(rb) + _probe_findings(rb) + _template_findings(rb)
-
-
-def _unknown(path: Path) -> "Location":  # noqa: F821 - imported lazily below
-    from policyrun.errors import Location
-
-    return Location(path.as_posix())
 
 
 def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
@@ -39,7 +34,7 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
 
     sink = FindingSink()
     kinds = registry()
-    validator_cls = None
+    validators: dict[str, Any] = {}
     for pid, spec in rb.model.probes.items():
         path = ("probes", pid)
         probe = kinds.get(spec.uses)
@@ -55,13 +50,13 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
         if isinstance(schema_name, str) and spec.uses == "attestation" and schema_name not in rb.model.schemas:
             sink.add("L019", f"attestation schema {schema_name!r} is not declared under `schemas`",
                      rb.locate((*path, "with", "schema")), node=node_path_text((*path, "with", "schema")))
-        if validator_cls is None:
+        if spec.uses not in validators:  # one validator per kind, not per probe
             from jsonschema import Draft202012Validator
 
-            validator_cls = Draft202012Validator
+            validators[spec.uses] = Draft202012Validator(dict(probe.params_schema))
         # Parameters still holding `${...}` are checked for shape after interpolation, at collect time.
         concrete = {k: v for k, v in spec.with_.items() if not has_template(v)}
-        validator = validator_cls(dict(probe.params_schema))
+        validator = validators[spec.uses]
         for err in validator.iter_errors(concrete):
             if err.validator == "required" and any(has_template(v) for v in spec.with_.values()):
                 missing = err.message.split("'")[1] if "'" in err.message else ""
