@@ -63,8 +63,8 @@ def _c(id: str, kind: str, expression: str, result: str, reads: list[Read] | Non
     reads = reads or []
     if facts is None:
         facts = sorted({r.path.split(".")[1] for r in reads if r.path.startswith("facts.")})
-    return CheckRecord(id=id, kind=kind, expression=expression, result=result, outcome=outcome,  # type: ignore[arg-type]
-                       reads=reads, facts=facts, message=message,
+    return CheckRecord(id=id, kind=kind, expression=expression,  # type: ignore[arg-type]
+                       result=result, outcome=outcome, reads=reads, facts=facts, message=message,
                        location=f"{RULEBOOK}:{line}:9" if line else None)
 
 
@@ -134,9 +134,10 @@ def flagship_phases() -> list[PhaseRecord]:
                   "UNSATISFIED", [Read(path="facts.unit_junit.failed", value=3),
                                   Read(path="facts.unit_junit.errors", value=0)],
                   outcome="FAIL", message="3 unit tests failed", line=166),
-               _c("no_unexplained_skips", "evidence", "facts.unit_junit.skipped_reasons.all(r, r in vars.documented_skip_reasons)",
-                  "SATISFIED", [Read(path="facts.unit_junit.skipped_reasons", value=["requires 4 GPUs"]),
-                                Read(path="vars.documented_skip_reasons", value=["requires 4 GPUs"])], line=170),
+               _c("no_unexplained_skips", "evidence",
+                  "facts.unit_junit.skipped_reasons.all(r, r in vars.documented_skip_reasons)", "SATISFIED",
+                  [Read(path="facts.unit_junit.skipped_reasons", value=["requires 4 GPUs"]),
+                   Read(path="vars.documented_skip_reasons", value=["requires 4 GPUs"])], line=170),
            ], blocker="3 unit tests failed in build/unit-junit.xml: tests/test_connector.py::test_kv_layout, "
                       "tests/test_runner.py::test_graph_capture, tests/test_runner.py::test_dbo"),
         _p("TARGET_NATIVE_GPU_CONTROL", "Target native GPU control", "PASS", "all evidence satisfied",

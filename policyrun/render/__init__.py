@@ -102,7 +102,8 @@ def write_reports(trace: Trace, formats: Iterable[str], out_dir: Path, *,
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"cannot write report: {exc.strerror}", code="R005", location=Location(str(path))) from None
+            raise UsageError(f"cannot write report: {exc.strerror}", code="R005",
+                             location=Location(str(path))) from None
         written.append(path)
     return written
 

@@ -93,7 +93,8 @@ def diff_traces(old: Trace, new: Trace) -> dict[str, Any]:
 
 
 def _arrow(pair: dict[str, Any]) -> str:
-    return f"{pair['old'] if pair['old'] is not None else 'none'} -> {pair['new'] if pair['new'] is not None else 'none'}"
+    old, new = ("none" if v is None else v for v in (pair["old"], pair["new"]))
+    return f"{old} -> {new}"
 
 
 def _same_or_changed(label: str, pair: dict[str, Any]) -> str:

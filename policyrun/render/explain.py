@@ -59,7 +59,8 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
         for check in checks:
             lines += [f"    {line}" for line in _check_lines(check, trace)]
     elif not phase.evidence:
-        lines.append("  checks: none recorded" + (" (the phase was not evaluated)" if phase.status == "SKIPPED" else ""))
+        why = " (the phase was not evaluated)" if phase.status == "SKIPPED" else ""
+        lines.append(f"  checks: none recorded{why}")
     return lines
 
 

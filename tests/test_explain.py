@@ -1,0 +1,72 @@
+"""`policyrun explain`: a filter over the trace, for people."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tracefactory as tf
+
+from policyrun.cli import main
+from policyrun.errors import UsageError
+from policyrun.render.explain import render_explain
+
+
+def test_explain_golden() -> None:
+    tf.golden("explain.txt", render_explain(tf.flagship()))
+
+
+def test_explain_failures_golden() -> None:
+    tf.golden("explain-failures.txt", render_explain(tf.flagship(), failures=True))
+
+
+def test_failures_shows_only_failing_phases_and_deciding_checks() -> None:
+    text = render_explain(tf.flagship(), failures=True)
+    phases = [line.split(" — ")[0] for line in text.splitlines() if line and not line.startswith(" ")][3:]
+    assert phases == ["ARCHITECTURE_GATE", "STATIC_AND_UNIT_GATE", "GPU_BASIC_E2E_GATE"]
+    assert "unit_tests_pass" in text and "no_unexplained_skips" not in text  # SATISFIED check hidden
+    assert "FREEZE_IDENTITY" not in text and "FINAL_AUDIT" not in text
+
+
+def test_explain_shows_values_and_where_they_came_from() -> None:
+    text = render_explain(tf.flagship(), phase="FREEZE_IDENTITY")
+    assert "read facts.target = {\"ref\": \"v0.9.1\", \"sha\": \"" + tf.TARGET_SHA in text
+    assert "from target (git.resolve)" in text
+    assert "ran:   git rev-parse --verify v0.9.1^{commit}" in text
+    assert "repo:  /src/vllm @ " + tf.TARGET_SHA in text
+    pins = render_explain(tf.flagship(), phase="FREEZE_IDENTITY")
+    assert "file:  pyproject.toml:14" in pins
+    gpu = render_explain(tf.flagship(), phase="GPU_BASIC_E2E_GATE")
+    assert "error: file.not_found: build/e2e-junit.xml does not exist" in gpu
+    assert "decided by: evidence e2e_passed -> BLOCKED" in gpu
+
+
+def test_stop_condition_that_did_not_fire_is_not_a_failure() -> None:
+    trace = tf.flagship()
+    phases = [trace.phases[0].model_copy(update={"status": "FAIL"})]
+    text = render_explain(trace.model_copy(update={"phases": phases}), failures=True)
+    assert "pins_disagree" not in text
+
+
+def test_nothing_failed() -> None:
+    text = render_explain(tf.all_pass(), failures=True)
+    assert text.endswith("Nothing failed: all 3 phases are PASS or SKIPPED.\n")
+
+
+def test_unknown_phase_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as err:
+        render_explain(tf.flagship(), phase="NOPE")
+    assert "FREEZE_IDENTITY" in err.value.message
+
+
+def test_explain_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(tf.flagship().to_json())
+    assert main(["explain", str(trace), "--phase", "STATIC_AND_UNIT_GATE", "--failures"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("STATIC_AND_UNIT_GATE — Static and unit gate: FAIL") == 1
+    assert main(["explain", str(trace), "--phase", "NOPE"]) == 3
+    assert main(["explain", str(tmp_path / "missing.json")]) == 3
+    (tmp_path / "bad.json").write_text('{"not": "a trace"}')
+    assert main(["explain", str(tmp_path / "bad.json")]) == 3
+    assert "T003" in capsys.readouterr().err
