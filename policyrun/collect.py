@@ -61,7 +61,7 @@ def _reads(spec: ProbeSpec) -> tuple[set[str], FactError | None]:
 
 
 def plan(rulebook: Rulebook, mode: str, only: set[str] | None = None) -> Plan:
-    """Select the probes of `mode` (and of `only`, with what they depend on) and order them."""
+    """Select the probes of `mode` (or `only` and what they read) and find what each one waits for."""
     in_mode = {pid: s for pid, s in rulebook.probes.items() if s.modes is None or mode in s.modes}
     deps: dict[str, frozenset[str]] = {}
     problems: dict[str, FactError] = {}
@@ -90,8 +90,9 @@ def plan(rulebook: Rulebook, mode: str, only: set[str] | None = None) -> Plan:
                 selected.add(pid)
                 todo.extend(deps[pid])
     for pid in _cycle_members(selected, deps):
-        problems[pid] = FactError(code="dependency.cycle", message=f"probe {pid!r} is part of a dependency "
-                                                                   "cycle: probes whose parameters read each other's facts")
+        problems[pid] = FactError(code="dependency.cycle",
+                                  message=f"probe {pid!r} is part of a dependency cycle: probes whose parameters "
+                                          "read each other's facts")
     # A probe that fails before running waits for nothing.
     return Plan(probes={pid: s for pid, s in in_mode.items() if pid in selected},
                 deps={pid: frozenset() if pid in problems else deps[pid] for pid in selected},
@@ -210,7 +211,7 @@ class RichProgress:
         from rich.markup import escape
 
         self.bar.console.print(f"[{'green' if ok else 'red'}]{'✓' if ok else '✗'}[/] {escape(probe_id)} "
-                               f"{escape(text)}")
+                               f"{escape(text)}", highlight=False)
         self.bar.advance(self.task)
         self._show()
 
@@ -349,9 +350,9 @@ class _Collection:
                                f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
         try:
             params = self.attach_schemas(probe, shown)
-            problem = self.validate(probe, params)
-            if problem:
-                return _error_fact(pid, spec, "params.invalid", problem, shown)
+            invalid = self.validate(probe, params)
+            if invalid:
+                return _error_fact(pid, spec, "params.invalid", invalid, shown)
             effects = probe.side_effects(params)
         except Exception as exc:  # a plugin's broken schema or side_effects must not stop collection
             return _error_fact(pid, spec, "probe.crashed", f"{type(exc).__name__}: {exc}", shown)

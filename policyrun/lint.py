@@ -62,6 +62,9 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
                 missing = err.message.split("'")[1] if "'" in err.message else ""
                 if missing in spec.with_:
                     continue
+            if err.validator in ("oneOf", "anyOf") and not err.absolute_path and \
+                    any(has_template(v) for v in spec.with_.values()):
+                continue  # a templated parameter may satisfy a branch; collect checks it after interpolation
             where = (*path, "with", *err.absolute_path)
             sink.add("L012", f"invalid parameters for {spec.uses}: {err.message}", rb.locate(where),
                      node=node_path_text(where))

@@ -88,14 +88,18 @@ def _table(probes: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="probe kinds (* = required parameter)", show_lines=True)
-    for col in ("kind", "summary", "with", "facts", "side effects"):
+    from rich.markup import escape
+
+    table = Table(title="probe kinds (* = required parameter; `policyrun probes KIND` for details)",
+                  show_lines=True)
+    for col in ("kind", "with", "facts", "side effects"):
         table.add_column(col, overflow="fold")
     for probe in probes:
         d = describe(probe)
-        table.add_row(d["kind"], d["summary"], "\n".join(_param_line(p) for p in d["params"]) or "—",
-                      shape(probe.fact_schema), ", ".join(d["side_effects"]) or "none")
-    Console().print(table)
+        table.add_row(f"[bold]{escape(d['kind'])}[/]\n[dim]{escape(d['summary'])}[/]",
+                      escape("\n".join(_param_line(p) for p in d["params"]) or "—"),
+                      escape(shape(probe.fact_schema)), ", ".join(d["side_effects"]) or "none")
+    Console().print(table, highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:

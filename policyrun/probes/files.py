@@ -68,10 +68,9 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
         except json.JSONDecodeError as exc:
             raise ProbeError("file.parse_error", f"{shown}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
         try:  # JSON is (almost always) YAML: borrow the YAML loader's positions for error locations
-            smap = load_yaml_text(text, shown)[1]
+            return doc, load_yaml_text(text, shown)[1], data
         except PolicyrunError:
-            smap = None
-        return doc, smap, data
+            return doc, None, data
     import tomllib
 
     try:

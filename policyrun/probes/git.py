@@ -137,14 +137,17 @@ class GitRepo:
                               commands=self.commands)
         return ProbeError("git.failed", f"`{command}` failed: {first}", commands=self.commands)
 
-    def result(self, value: Any, sources: list[str] | None = None) -> ProbeResult:
+    def result(self, value: Any) -> ProbeResult:
         return ProbeResult(value=value, commands=list(self.commands), repo_path=str(self.root),
-                           repo_head=self.head(), sources=sources or [])
+                           repo_head=self.head())
 
 
 def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     """Find the repository containing `path` (like git does, searching parent directories)."""
-    import git
+    try:
+        import git
+    except ImportError as exc:  # GitPython refuses to import when it cannot run `git --version`
+        raise ProbeError("git.not_installed", f"cannot use git: {exc}; install git or put it on PATH") from None
 
     where = ctx.resolve(path)
     if not where.exists():
@@ -179,7 +182,7 @@ def _ambiguous(repo: GitRepo, stderr: str) -> ProbeError | None:
         found = [r for r in proc.stdout.decode().split() if r in patterns]
         full = ", ".join(found) or "several refs"
         return ProbeError("git.ambiguous_ref", f"ref {name!r} is ambiguous in {repo.root}: it names {full}; "
-                                               "use the full ref name (e.g. refs/tags/...)", commands=repo.commands)
+                                               "write the one you mean in full", commands=repo.commands)
     m = re.search(r"short (?:object ID|SHA1) (\S+) is ambiguous", stderr)
     if m:
         return ProbeError("git.ambiguous_ref", f"abbreviated sha {m.group(1)!r} matches several objects in "
@@ -507,8 +510,8 @@ def parse_raw_numstat(out: bytes) -> list[dict[str, Any]]:
                 i += 2
             files.append(entry)
         else:
-            added, deleted, path = tok.split("\t", 2)
-            stats.append((None if added == "-" else int(added), None if deleted == "-" else int(deleted)))
+            plus, minus, path = tok.split("\t", 2)
+            stats.append((None if plus == "-" else int(plus), None if minus == "-" else int(minus)))
             i += 1 if path else 3  # a rename's numstat has an empty path followed by old and new paths
     for entry, (added, deleted) in zip(files, stats, strict=True):
         entry.update(added=added, deleted=deleted, binary=added is None)

@@ -189,7 +189,8 @@ class SearchProbe:
                            repo_path=str(repo.root) if repo else None, repo_head=repo.head() if repo else None)
 
 
-def _compile(pattern: str, literal: bool, ignore_case: bool, group: int | str | None) -> tuple[re.Pattern[str], int | str]:
+def _compile(pattern: str, literal: bool, ignore_case: bool,
+             group: int | str | None) -> tuple[re.Pattern[str], int | str]:
     flags = re.ASCII | (re.IGNORECASE if ignore_case else 0)
     try:
         regex = re.compile(re.escape(pattern) if literal else pattern, flags)
@@ -228,13 +229,26 @@ def _git_lines(repo: GitRepo, root: Path, params: Mapping[str, Any], literal: bo
 
 def _grep_records(out: bytes, prefix: str) -> Iterator[Line]:
     """Parse `git grep -n --null` output: `path NUL line NUL text LF` per matching line."""
+    text = out.decode("utf-8", "replace")  # NUL and LF survive; only undecodable bytes become U+FFFD
+    cut, pos = len(prefix), 0
+    for record in text.split("\n"):
+        parts = record.split("\0", 2)
+        if len(parts) == 3:
+            yield parts[0][cut:], int(parts[1]), parts[2]
+        elif record:  # a path with a newline in it: parse the rest the slow, exact way
+            yield from _grep_records_exact(text[pos:].encode("utf-8"), prefix)
+            return
+        pos += len(record) + 1
+
+
+def _grep_records_exact(out: bytes, prefix: str) -> Iterator[Line]:
     pos, end = 0, len(out)
     while pos < end:
         a = out.index(b"\0", pos)
         b = out.index(b"\0", a + 1)
         e = out.find(b"\n", b + 1)
         e = end if e < 0 else e
-        path = out[pos:a].decode("utf-8", "surrogateescape").removeprefix(prefix)
+        path = out[pos:a].decode("utf-8", "replace")[len(prefix):]
         yield path, int(out[a + 1:b]), out[b + 1:e].decode("utf-8", "replace")
         pos = e + 1
 
@@ -256,8 +270,8 @@ def _scan_git_files(repo: GitRepo, root: Path, params: Mapping[str, Any], rev_sh
             pos = header_end + 1 + size + 1
         return
     args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if params.get("untracked") else [])
-    listing = repo.run(args, cwd=root).stdout.decode("utf-8", "surrogateescape")
-    for path in sorted(set(p for p in listing.split("\0") if p and keep(p))):
+    names = repo.run(args, cwd=root).stdout.decode("utf-8", "surrogateescape")
+    for path in sorted(set(p for p in names.split("\0") if p and keep(p))):
         data = _read(root / path)
         if data is not None:
             yield from _text_lines(path, data)
@@ -268,13 +282,16 @@ def _summarise(lines: Iterable[Line], regex: re.Pattern[str], group: int | str, 
     counts: dict[str, int] = {}
     distinct: set[str] = set()
     total = 0
+    finditer = regex.finditer
     for path, number, text in lines:
-        matches = list(regex.finditer(text))
-        # An empty match (`x*`) counts once per line, never once per position.
-        matches = [m for m in matches if m.end() > m.start()] or matches[:1]
+        matches = list(finditer(text))
+        if len(matches) > 1:  # an empty match (`x*`) counts once per line, never once per position
+            matches = [m for m in matches if m.end() > m.start()] or matches[:1]
+        elif not matches:
+            continue
+        total += len(matches)
+        counts[path] = counts.get(path, 0) + len(matches)
         for m in matches:
-            total += 1
-            counts[path] = counts.get(path, 0) + 1
             captured = m.group(group)
             if captured is not None:
                 distinct.add(captured)
