@@ -2,9 +2,9 @@
 
 JUnit XML comes from test runners and CI artifacts, i.e. from outside, so parsing is defensive:
 a document type declaration (the only place entities can be declared, hence the only way to a
-"billion laughs" or external-entity attack) is refused before the real parse starts, using
-expat on the prolog alone. The real parse streams with `iterparse` and clears every testcase
-once read, so memory stays flat for a 100,000-test file.
+"billion laughs" or external-entity attack) is refused the moment expat sees it, before any
+of it is processed. The parse streams (expat fed 1 MiB at a time, no element tree is built), so
+memory holds the fact value and one chunk, whatever the file's size.
 
 Outcomes, one per testcase: a <failure> child → failed; else <error> → error; else <skipped>
 → skipped (pytest writes xfail as <skipped type="pytest.xfail">, counted in skipped and again in
@@ -16,15 +16,12 @@ is also listed in `collection_errors`.
 
 from __future__ import annotations
 
-import gc
 import glob
 import hashlib
 import json
 import re
-import threading
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from math import isfinite
 from pathlib import Path
 from typing import Any
 from xml.parsers import expat
@@ -34,7 +31,6 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 OUTCOMES = ("passed", "failed", "error", "skipped")
 _RANK = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}  # which phase outcome names a test
 _PYTEST_LOCATION = re.compile(r"^\S+:\d+: ")  # "path/test_x.py:12: " before a skip reason in the text
-_CHUNK = 1 << 16
 _FEED = 1 << 20
 
 _PARAMS_SCHEMA: dict[str, Any] = {
@@ -44,7 +40,7 @@ _PARAMS_SCHEMA: dict[str, Any] = {
         "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1,
                   "description": "Several results files or globs (** allowed); merged into one fact."},
         "format": {"enum": ["auto", "junit", "reportlog"], "default": "auto",
-                   "description": "auto: .jsonl/.json files are pytest report-logs, everything else JUnit XML."},
+                   "description": "auto: .jsonl files are pytest report-logs, everything else JUnit XML."},
         "per_test": {"type": "boolean", "default": True,
                      "description": "Include the per-test map `tests` (turn off for very large runs)."},
     },
@@ -62,7 +58,8 @@ _FACT_SCHEMA: dict[str, Any] = {
         "duration": {"type": "number", "description": "Sum of test durations, seconds."},
         "tests": {"type": ["object", "null"], "additionalProperties": {"type": "object", "properties": {
             "outcome": {"enum": list(OUTCOMES)}, "duration": {"type": "number"},
-            "message": {"type": ["string", "null"]}, "properties": {"type": "object"},
+            "message": {"type": ["string", "null"]},
+            "properties": {"type": ["object", "null"], "description": "null when the test recorded none"},
             "file": {"type": ["string", "null"]}, "line": {"type": ["integer", "null"]}}}},
         "skips": {"type": "array", "items": {"type": "object", "properties": {
             "id": {"type": "string"}, "reason": {"type": "string"}, "kind": {"enum": ["skip", "xfail"]},
@@ -78,43 +75,6 @@ _FACT_SCHEMA: dict[str, Any] = {
             "tests": {"type": "integer"}}}},
     },
 }
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large report is read.
-
-    Reading 100,000 testcases allocates a few hundred thousand containers that all stay alive
-    (the fact value) and form no cycles; the collector would re-scan them again and again,
-    which costs about as much as the parse itself. Reference counting still frees everything.
-    Pauses nest across threads (probes run in parallel): the last one out restores the state.
-    """
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
-
-
-class _RootSeen(Exception):
-    pass
-
-
-class _Unsafe(Exception):
-    pass
 
 
 def _first_line(text: str | None) -> str | None:
@@ -154,7 +114,7 @@ class _Results:
         self.seen: set[str] = set()
 
     def add(self, test_id: str, outcome: str, duration: float, message: str | None, mtype: str | None,
-            properties: dict[str, Any], file: str | None, line: int | None, *, xfail: bool = False,
+            properties: dict[str, Any] | None, file: str | None, line: int | None, *, xfail: bool = False,
             collection: bool = False) -> None:
         c = self.counts
         c["tests"] += 1
@@ -202,168 +162,200 @@ class _Results:
         }
 
 
-def _root_tag(path: Path, shown: str) -> str:
-    """The root element's name, after refusing a DOCTYPE (and so any ENTITY) in the prolog.
-
-    Entities can only be declared in a DOCTYPE, which can only come before the root element,
-    so stopping expat at the root's start tag checks everything that matters, cheaply.
-    """
-
-    def doctype(*_: Any) -> None:
-        raise _Unsafe("a DOCTYPE declaration")
-
-    def entity(*_: Any) -> None:
-        raise _Unsafe("an ENTITY declaration")
-
-    def root(name: str, _attrs: Any) -> None:
-        raise _RootSeen(name)
-
-    p = expat.ParserCreate()
-    p.StartDoctypeDeclHandler = doctype
-    p.EntityDeclHandler = entity
-    p.StartElementHandler = root
-    try:
-        with path.open("rb") as f:
-            while chunk := f.read(_CHUNK):
-                p.Parse(chunk, False)
-            p.Parse(b"", True)
-    except _RootSeen as seen:
-        return str(seen.args[0])
-    except _Unsafe as exc:
-        raise ProbeError("junit.unsafe_xml", f"{shown}: refused: the file contains {exc}; test reports never "
-                         "need one, and entity expansion is a denial-of-service vector (billion laughs). "
-                         "Regenerate the report or strip the DOCTYPE") from None
-    except expat.ExpatError as exc:
-        raise ProbeError("junit.parse_error", f"{shown}:{exc.lineno}:{exc.offset + 1}: not well-formed XML: "
-                         f"{expat.ErrorString(exc.code)}") from None
-    raise ProbeError("junit.not_junit", f"{shown}: no root element")  # unreachable: expat rejects that
+class _Unsafe(Exception):
+    pass
 
 
 def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
-    root = _root_tag(path, shown)
-    if root not in ("testsuites", "testsuite"):
-        raise ProbeError("junit.not_junit", f"{shown}: root element is <{root}>, expected <testsuites> or "
-                         "<testsuite>; is this a JUnit report?")
-    before = acc.counts["tests"]
-    add = acc.add
-    tests = acc.tests if acc.per_test else None
+    """One streaming expat pass; Python runs only for the elements a test report needs.
+
+    expat calls `start` for every element; a testcase becomes its fact entry right there, and
+    the children that change it (failure, error, skipped, property) update the entry of the
+    open testcase. Character data is collected only while inside an element whose text is
+    needed (a skip or failure without a message attribute, a collection error), by installing
+    the handler for that element alone: most of the file never reaches Python.
+    """
+    ids: list[str] = []  # two lists rather than a list of pairs: no tuple per testcase for the GC
+    entries: list[dict[str, Any]] = []
     seen = acc.seen
     suites = acc.suites
-    passed = 0
-    duration = 0.0
+    cur: dict[str, Any] | None = None  # the open testcase's entry
+    cur_collection = False
+    text: list[str] = []
+    text_tag: str | None = None
+    text_target: tuple[dict[str, Any], str] | None = None
+    p = expat.ParserCreate()
+
+    def refuse_doctype(*_: Any) -> None:
+        raise _Unsafe("a DOCTYPE declaration")
+
+    def refuse_entity(*_: Any) -> None:
+        raise _Unsafe("an ENTITY declaration")
+
+    def chardata(data: str) -> None:
+        text.append(data)
+
+    def capture(tag: str, entry: dict[str, Any], key: str) -> None:
+        nonlocal text_tag, text_target
+        text.clear()
+        text_tag, text_target = tag, (entry, key)
+        p.CharacterDataHandler = chardata
+
+    def start(name: str, a: dict[str, str]) -> None:
+        nonlocal cur, cur_collection
+        if name == "testcase":
+            tname = a.get("name", "")
+            classname = a.get("classname")
+            file = a.get("file")
+            try:
+                duration = float(a.get("time") or 0.0)
+            except ValueError:
+                duration = 0.0
+            if not isfinite(duration):  # "nan"/"inf" parse as floats; facts are strict JSON
+                duration = 0.0
+            line = a.get("line")
+            # No container values (properties stay None until one appears): an entry made only
+            # of strings and numbers is never tracked by the cyclic GC, which keeps 100,000 of
+            # them cheap to hold.
+            cur = {"outcome": "passed", "duration": duration, "message": None, "properties": None,
+                   "file": file, "line": int(line) if line and line.isdigit() else None}
+            # pytest reports a module it could not import as classname="" name="pkg.test_mod";
+            # such a testcase with an <error> is a collection error.
+            cur_collection = not classname or not tname
+            test_id = f"{classname}::{tname}" if classname else f"{file}::{tname}" if file else tname
+            ids.append(test_id)
+            entries.append(cur)
+            if test_id in seen:
+                acc.duplicates.append(test_id)
+            else:
+                seen.add(test_id)
+        elif cur is None:
+            if name == "testsuite":
+                suites.append(a.get("name", ""))
+        elif name == "failure":
+            if cur["outcome"] != "failed":
+                cur["outcome"] = "failed"
+                cur["_type"] = a.get("type")
+                cur["message"] = _first_line(a.get("message"))
+                if cur["message"] is None:
+                    capture(name, cur, "message")
+        elif name == "error":
+            if cur["outcome"] in ("passed", "skipped"):
+                cur["outcome"] = "error"
+                cur["_type"] = a.get("type")
+                if cur_collection:
+                    cur["_collection"] = a.get("message") or ""
+                    capture(name, cur, "_collection_text")
+                else:
+                    cur["message"] = _first_line(a.get("message"))
+                    if cur["message"] is None:
+                        capture(name, cur, "message")
+        elif name == "skipped":
+            if cur["outcome"] == "passed":
+                cur["outcome"] = "skipped"
+                cur["_type"] = a.get("type")
+                if "message" in a:
+                    cur["message"] = a["message"]
+                else:
+                    capture(name, cur, "_skip_text")
+        elif name == "property":
+            props = cur["properties"]
+            if props is None:
+                props = cur["properties"] = {}
+            if "value" in a:
+                props[a.get("name", "")] = a["value"]
+            else:
+                props[a.get("name", "")] = None
+                capture(name, props, a.get("name", ""))
+
+    def end(name: str) -> None:
+        nonlocal cur, text_tag, text_target
+        if name == "testcase":
+            cur = None
+        elif name == text_tag and text_target is not None:
+            entry, key = text_target
+            joined = "".join(text)
+            entry[key] = _first_line(joined) if key == "message" else joined
+            text.clear()
+            text_tag = text_target = None
+            p.CharacterDataHandler = None
+
+    def root(name: str, a: dict[str, str]) -> None:
+        if name not in ("testsuites", "testsuite"):
+            raise ProbeError("junit.not_junit", f"{shown}: root element is <{name}>, expected <testsuites> or "
+                             "<testsuite>; is this a JUnit report?")
+        p.StartElementHandler = start
+        start(name, a)
+
+    p.StartDoctypeDeclHandler = refuse_doctype
+    p.EntityDeclHandler = refuse_entity
+    p.StartElementHandler = root
+    p.EndElementHandler = end
+    p.buffer_text = True
     sha = hashlib.sha256()
-    # A pull parser fed by hand: the C parser builds each element, Python sees only "end"
-    # events, and every testcase is cleared as soon as it is read.
-    parser = ET.XMLPullParser(events=("end",))
-    read_events = parser.read_events
     try:
         with path.open("rb") as f:
-            while True:
-                chunk = f.read(_FEED)
-                if chunk:
-                    sha.update(chunk)
-                    parser.feed(chunk)
-                else:
-                    parser.close()
-                for _, elem in read_events():
-                    tag = elem.tag
-                    if tag == "testcase":
-                        if len(elem):
-                            _testcase(elem, add)
-                        else:  # the common case, a plain pass: no call, no children to look at
-                            a = elem.attrib
-                            name = a.get("name", "")
-                            classname = a.get("classname")
-                            file = a.get("file")
-                            test_id = f"{classname}::{name}" if classname else f"{file}::{name}" if file else name
-                            try:
-                                t = float(a.get("time") or 0.0)
-                            except ValueError:
-                                t = 0.0
-                            passed += 1
-                            duration += t
-                            if test_id in seen:
-                                acc.duplicates.append(test_id)
-                            else:
-                                seen.add(test_id)
-                            if tests is not None:
-                                line = a.get("line")
-                                tests[test_id] = {"outcome": "passed", "duration": t, "message": None,
-                                                  "properties": {}, "file": file,
-                                                  "line": int(line) if line and line.isdigit() else None}
-                        elem.clear()
-                    elif tag == "testsuite":
-                        suites.append(elem.get("name", ""))
-                        elem.clear()
-                if not chunk:
-                    break
-    except ET.ParseError as exc:
-        line, col = exc.position
-        raise ProbeError("junit.parse_error", f"{shown}:{line}:{col + 1}: not well-formed XML: "
-                         f"{str(exc).split(':')[0]}") from None
-    acc.counts["passed"] += passed
-    acc.counts["tests"] += passed
+            while chunk := f.read(_FEED):
+                sha.update(chunk)
+                p.Parse(chunk, False)
+            p.Parse(b"", True)
+    except _Unsafe as exc:
+        raise ProbeError("junit.unsafe_xml", f"{shown}: refused: the file contains {exc}; test reports never "
+                         "need one, and entities open the door to expansion bombs (billion laughs) and "
+                         "external-entity reads. Regenerate the report or strip the DOCTYPE") from None
+    except expat.ExpatError as exc:
+        raise ProbeError("junit.parse_error", f"{shown}:{exc.lineno}:{exc.offset + 1}: not well-formed XML: "
+                         f"{expat.ErrorString(exc.code)}") from None
+    _tally(ids, entries, acc)
+    return sha.hexdigest(), len(ids)
+
+
+def _tally(ids: list[str], entries: list[dict[str, Any]], acc: _Results) -> None:
+    """Totals and issue lists from the parsed entries; the private `_` keys are removed here."""
+    c = acc.counts
+    per_test = acc.per_test
+    tests = acc.tests
+    passed = 0
+    duration = 0.0
+    for test_id, d in zip(ids, entries):
+        duration += d["duration"]
+        if per_test:
+            tests[test_id] = d
+        outcome = d["outcome"]
+        if outcome == "passed":
+            passed += 1
+            continue
+        mtype = d.pop("_type", None)
+        collection_attr = d.pop("_collection", None)
+        collection = collection_attr is not None
+        collection_text = d.pop("_collection_text", None)
+        skip_text = d.pop("_skip_text", None)
+        if outcome == "failed":
+            c["failed"] += 1
+            acc.failures.append({"id": test_id, "message": d["message"], "type": mtype})
+        elif outcome == "error":
+            c["errors"] += 1
+            if collection:
+                d["message"] = _collection_message(collection_text, collection_attr)
+                c["collection_errors"] += 1
+                issue = {"id": test_id, "message": d["message"], "type": mtype}
+                acc.collection_errors.append(issue)
+                acc.errors.append(issue)
+            else:
+                acc.errors.append({"id": test_id, "message": d["message"], "type": mtype})
+        else:
+            c["skipped"] += 1
+            if skip_text is not None:
+                d["message"] = _PYTEST_LOCATION.sub("", _first_line(skip_text) or "", count=1)
+            reason = d["message"] or ""
+            xfail = mtype == "pytest.xfail"
+            if xfail:
+                c["xfailed"] += 1
+            acc.skips.append({"id": test_id, "reason": reason, "kind": "xfail" if xfail else "skip", "type": mtype})
+            acc.skip_reasons[reason] = acc.skip_reasons.get(reason, 0) + 1
+    c["tests"] += len(ids)
+    c["passed"] += passed
     acc.duration += duration
-    return sha.hexdigest(), acc.counts["tests"] - before
-
-
-def _testcase(elem: ET.Element, add: Any) -> None:
-    attrib = elem.attrib
-    name = attrib.get("name", "")
-    classname = attrib.get("classname", "")
-    file = attrib.get("file")
-    line_attr = attrib.get("line")
-    try:
-        duration = float(attrib.get("time") or 0.0)
-    except ValueError:
-        duration = 0.0
-    failure = error = skipped = None
-    properties: dict[str, Any] = {}
-    for child in elem:
-        tag = child.tag
-        if tag == "failure":
-            failure = failure if failure is not None else child
-        elif tag == "error":
-            error = error if error is not None else child
-        elif tag == "skipped":
-            skipped = child
-        elif tag == "properties":
-            for prop in child:
-                if prop.tag == "property":
-                    properties[prop.get("name", "")] = prop.get("value", prop.text)
-    collection = False
-    xfail = False
-    mtype = message = None
-    if failure is not None:
-        outcome = "failed"
-        message = _first_line(failure.get("message")) or _first_line(failure.text)
-        mtype = failure.get("type")
-    elif error is not None:
-        outcome = "error"
-        collection = not classname or not name
-        mtype = error.get("type")
-        message = _collection_message(error.text, error.get("message")) if collection else \
-            (_first_line(error.get("message")) or _first_line(error.text))
-    elif skipped is not None:
-        outcome = "skipped"
-        mtype = skipped.get("type")
-        xfail = mtype == "pytest.xfail"
-        reason = skipped.get("message")
-        if reason is None:
-            reason = _PYTEST_LOCATION.sub("", _first_line(skipped.text) or "", count=1)
-        message = reason
-    else:
-        outcome = "passed"
-    if collection:
-        test_id = file or name or classname
-    elif classname:
-        test_id = f"{classname}::{name}"
-    elif file:
-        test_id = f"{file}::{name}"
-    else:
-        test_id = name
-    line = int(line_attr) if line_attr and line_attr.isdigit() else None
-    add(test_id, outcome, duration, message, mtype, properties, file, line, xfail=xfail, collection=collection)
 
 
 def _longrepr_message(longrepr: Any) -> str | None:
@@ -407,7 +399,9 @@ def _parse_reportlog(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
             nodeid = rec.get("nodeid", "")
             t = tests.get(nodeid) or tests.setdefault(nodeid, _blank(order, nodeid))
             when, outcome = rec.get("when"), rec.get("outcome")
-            t["duration"] += float(rec.get("duration") or 0.0)
+            d = rec.get("duration")
+            if isinstance(d, (int, float)) and isfinite(d):
+                t["duration"] += float(d)
             for pair in rec.get("user_properties") or []:
                 if isinstance(pair, (list, tuple)) and len(pair) == 2:
                     t["properties"][str(pair[0])] = pair[1]
@@ -429,7 +423,7 @@ def _parse_reportlog(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
                              type="pytest.xfail" if xfail else "pytest.skip")
     for nodeid in order:
         t = tests[nodeid]
-        acc.add(nodeid, t["outcome"], round(t["duration"], 6), t["message"], t["type"], t["properties"],
+        acc.add(nodeid, t["outcome"], round(t["duration"], 6), t["message"], t["type"], t["properties"] or None,
                 t["file"], t["line"], xfail=t["xfail"], collection=t["collection"])
     return sha.hexdigest(), acc.counts["tests"] - before
 
@@ -477,11 +471,10 @@ class JunitProbe:
         acc = _Results(bool(params.get("per_test", True)))
         sources: list[str] = []
         for path, shown in _expand(patterns, ctx):
-            kind = fmt if fmt != "auto" else ("reportlog" if path.suffix in (".jsonl", ".json") else "junit")
+            kind = fmt if fmt != "auto" else ("reportlog" if path.suffix == ".jsonl" else "junit")
             try:
                 parse = _parse_reportlog if kind == "reportlog" else _parse_junit
-                with _gc_paused():
-                    sha, count = parse(path, shown, acc)
+                sha, count = parse(path, shown, acc)
             except OSError as exc:
                 raise ProbeError("file.unreadable", f"cannot read {shown}: {exc.strerror or exc}") from None
             acc.files.append({"path": shown, "sha256": sha, "format": kind, "tests": count})

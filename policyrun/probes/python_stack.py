@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
 from collections.abc import Mapping
@@ -35,7 +36,7 @@ MASK = "***"
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 # Well-known token shapes: Hugging Face, GitHub, GitLab, OpenAI-style, Slack, AWS key ids, JWTs.
 _TOKEN_PREFIX = re.compile(r"^(hf_|ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|sk-|xox[abpr]-|AKIA|ASIA|eyJ)")
-_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/=_.\-]+$")
+_OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/=_]{24,}")
 _STDERR_TAIL = 2000
 
 _PARAMS_SCHEMA: dict[str, Any] = {
@@ -92,10 +93,11 @@ def looks_secret(name: str, value: str) -> bool:
     v = value.strip()
     if len(v) >= 16 and _TOKEN_PREFIX.match(v):
         return True
-    # A long opaque run of mixed-case letters and digits (base64/random tokens). Hex digests and
-    # GPU UUIDs are single-case, so commit pins and CUDA_VISIBLE_DEVICES=GPU-... stay readable.
-    return (len(v) >= 32 and bool(_TOKEN_CHARS.match(v)) and any(c.islower() for c in v)
-            and any(c.isupper() for c in v) and any(c.isdigit() for c in v))
+    # A long opaque run of mixed-case letters and digits (base64/random tokens). Hex digests are
+    # single-case and GPU UUIDs come in short dash-separated groups, so commit pins and
+    # CUDA_VISIBLE_DEVICES=GPU-... stay readable.
+    return any(any(c.islower() for c in run) and any(c.isupper() for c in run) and any(c.isdigit() for c in run)
+               for run in _OPAQUE_RUN.findall(v))
 
 
 def masked_env(env: Mapping[str, str], prefixes: tuple[str, ...] = DEFAULT_ENV_PREFIXES) -> dict[str, str]:
@@ -146,6 +148,12 @@ class PythonStackProbe:
         args = json.dumps({"init_cuda": init_cuda})
         shown = f"{shlex.quote(exe)} -c <policyrun/probes/_stack_script.py> {shlex.quote(args)}"
         commands = [shown]
+        # `pip check` needs nothing from the script: run it alongside, so the probe costs the
+        # slower of the two (usually importing torch), not their sum.
+        pip_pool = ThreadPoolExecutor(max_workers=1) if params.get("pip_check", True) else None
+        pip_future = pip_pool.submit(_pip_check, exe, env, ctx.base_dir, deadline) if pip_pool else None
+        if pip_pool:
+            pip_pool.shutdown(wait=False)
         try:
             proc = subprocess.run([exe, "-c", stack_script(), args], capture_output=True, env=child_env,
                                   cwd=ctx.base_dir, stdin=subprocess.DEVNULL, timeout=ctx.timeout_s)
@@ -170,9 +178,9 @@ class PythonStackProbe:
 
         value["interpreter"] = exe
         value["init_cuda"] = init_cuda
-        if params.get("pip_check", True):
+        if pip_future is not None:
             commands.append(f"{shlex.quote(exe)} -m pip check")
-            value["pip_check"] = _pip_check(exe, env, ctx.base_dir, deadline)
+            value["pip_check"] = pip_future.result()
         else:
             value["pip_check"] = None
         prefixes = tuple(params.get("env_prefixes") or DEFAULT_ENV_PREFIXES)

@@ -369,6 +369,13 @@ def one_h200() -> FakeMachine:
                                            processes=[FakeProcess(4242, 1_073_741_824)])])
 
 
+def h200_passthrough() -> FakeMachine:
+    """What gpu.nvml read on a real one-H200 VM (driver 580.159.04): NVLink NOT_SUPPORTED there."""
+    return FakeMachine(driver="580.159.04", nvml="13.580.159.04", cuda=13000,
+                       devices=[FakeDevice(bus_id="00000000:00:06.0", uuid="GPU-7ab58dcd-5b59-f46e-94dd-b838e1f9748f",
+                                           memory_used=644_939_776, links=NOT_SUPPORTED)])
+
+
 def hgx_h200(n: int = 4) -> FakeMachine:
     """n H200 SXM behind NVSwitch; GPUs 0-3 on socket 0, 4-7 on socket 1."""
     devices = [FakeDevice(bus_id=_HGX_BUSES[i], uuid=_uuid(i), links=_switch_links()) for i in range(n)]

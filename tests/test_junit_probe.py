@@ -1,0 +1,289 @@
+"""tests.junit on real pytest output (made inside the test and committed samples), the common
+JUnit variants, hostile XML, report-log JSONL; and the generic `results` probe."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policyrun import expr
+from policyrun.probes import registry
+from policyrun.probes.base import ProbeContext, ProbeError
+from policyrun.probes.junit import JunitProbe
+from policyrun.probes.results import ResultsProbe
+
+DATA = Path(__file__).parent / "data" / "junit"
+
+SAMPLE_TESTS = '''
+import pytest
+
+def test_pass(record_property):
+    record_property("gpu_count", 4)
+
+def test_fail():
+    assert 1 == 2, "one is not two"
+
+@pytest.mark.skip(reason="requires 4 GPUs")
+def test_skip():
+    pass
+
+def test_skip_inside():
+    pytest.skip("DBO unsupported on NPU")
+
+@pytest.mark.xfail(reason="known bug #12")
+def test_xfail():
+    assert False
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture exploded")
+
+def test_error(broken):
+    pass
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n
+
+class TestGroup:
+    def test_method(self):
+        pass
+'''
+
+
+def _run(tmp_path: Path, **params: Any) -> dict[str, Any]:
+    return JunitProbe().run(params, ProbeContext(base_dir=tmp_path, timeout_s=30)).value
+
+
+def _error(tmp_path: Path, **params: Any) -> ProbeError:
+    with pytest.raises(ProbeError) as info:
+        JunitProbe().run(params, ProbeContext(base_dir=tmp_path, timeout_s=30))
+    return info.value
+
+
+def _check_pytest_sample(v: dict[str, Any], prefix: str, broken_id: str) -> None:
+    assert v["totals"] == {"tests": 10, "passed": 4, "failed": 1, "errors": 2, "skipped": 3, "xfailed": 1,
+                           "collection_errors": 1}
+    t = v["totals"]
+    assert t["tests"] == t["passed"] + t["failed"] + t["errors"] + t["skipped"]
+    assert v["skip_reasons"] == {"DBO unsupported on NPU": 1, "known bug #12": 1, "requires 4 GPUs": 1}
+    assert [(s["id"], s["reason"], s["kind"]) for s in v["skips"]] == [
+        (f"{prefix}::test_skip", "requires 4 GPUs", "skip"),
+        (f"{prefix}::test_skip_inside", "DBO unsupported on NPU", "skip"),
+        (f"{prefix}::test_xfail", "known bug #12", "xfail")]
+    assert v["failures"][0]["id"] == f"{prefix}::test_fail"
+    assert v["failures"][0]["message"] == "AssertionError: one is not two"
+    assert v["collection_errors"] == [{"id": broken_id, "type": None,
+                                       "message": "ModuleNotFoundError: No module named 'does_not_exist_module'"}]
+    assert {e["id"] for e in v["errors"]} == {broken_id, f"{prefix}::test_error"}
+    assert "RuntimeError: fixture exploded" in next(e["message"] for e in v["errors"] if e["id"] != broken_id)
+    tests = v["tests"]
+    assert tests[f"{prefix}::test_pass"]["outcome"] == "passed"
+    assert tests[f"{prefix}::test_pass"]["properties"] == {"gpu_count": "4"} or \
+        tests[f"{prefix}::test_pass"]["properties"] == {"gpu_count": 4}
+    assert tests[f"{prefix}::test_param[2]"]["properties"] is None
+    assert all(isinstance(x["duration"], float) for x in tests.values())
+
+
+def test_registered() -> None:
+    assert isinstance(registry.get("tests.junit"), JunitProbe)
+    assert isinstance(registry.get("results"), ResultsProbe)
+
+
+def test_junit_from_a_real_pytest_run(tmp_path: Path) -> None:
+    work = tmp_path / "suite"
+    work.mkdir()
+    (work / "test_sample.py").write_text(SAMPLE_TESTS)
+    (work / "test_broken.py").write_text("import does_not_exist_module\n\ndef test_x():\n    pass\n")
+    report = tmp_path / "report.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--continue-on-collection-errors", "-o", "junit_family=xunit1",
+                           f"--junitxml={report}", str(work)],
+                          capture_output=True, text=True, cwd=work, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # failures present, as intended
+    v = _run(tmp_path, path="report.xml")
+    _check_pytest_sample(v, "test_sample", "test_broken.py::test_broken")
+    assert v["tests"]["test_sample.TestGroup::test_method"]["file"] == "test_sample.py"
+    assert v["files"][0]["format"] == "junit" and len(v["files"][0]["sha256"]) == 64
+
+
+@pytest.mark.parametrize(("name", "broken_id"), [("pytest-xunit2.xml", "test_broken"),
+                                                 ("pytest-xunit1.xml", "test_broken.py::test_broken")])
+def test_committed_pytest_samples(name: str, broken_id: str) -> None:
+    v = _run(DATA, path=name)
+    _check_pytest_sample(v, "test_sample", broken_id)
+    assert v["suites"] == ["pytest"]
+
+
+def test_reportlog_of_the_same_session() -> None:
+    """pytest-reportlog output of the session that wrote pytest-xunit2.xml: the same facts."""
+    v = _run(DATA, path="pytest-reportlog.jsonl")
+    _check_pytest_sample(v, "test_sample.py", "test_broken.py")
+    assert v["files"][0]["format"] == "reportlog"
+    assert v["tests"]["test_sample.py::TestGroup::test_method"] == {
+        "outcome": "passed", "duration": pytest.approx(0.000269, abs=1e-5), "message": None,
+        "properties": None, "file": "test_sample.py", "line": 32}
+    # explicit format wins over the extension
+    copy = DATA / "pytest-reportlog.jsonl"
+    assert _run(DATA, path=str(copy), format="reportlog")["totals"] == v["totals"]
+
+
+def test_nested_testsuites_variant() -> None:
+    v = _run(DATA, path="nested-testsuites.xml")
+    assert v["totals"] == {"tests": 6, "passed": 2, "failed": 1, "errors": 1, "skipped": 2, "xfailed": 0,
+                           "collection_errors": 0}
+    assert v["suites"] == ["kernels", "kernels.attention", "kernels.moe"]
+    paged = v["tests"]["tests/kernels/test_attention.py::test_paged"]  # no classname: file::name
+    assert paged["properties"] == {"seed": "1234", "backend": "FLASHINFER"} and paged["line"] == 88
+    assert v["tests"]["tests.kernels.test_attention::test_flash[fp8]"]["message"] == "requires 4 GPUs"
+    assert v["failures"] == [{"id": "tests.kernels.test_moe::test_fused_moe", "message": "Tensor-likes are not close!",
+                              "type": "AssertionError"}]
+    assert v["errors"][0]["message"] == 'failed on setup with "RuntimeError: NCCL error"'
+    assert v["collection_errors"] == []  # suite-level properties did not leak into a testcase
+
+
+def test_testsuite_root_variant() -> None:
+    v = _run(DATA, path="testsuite-root.xml")
+    assert v["totals"]["tests"] == 4 and v["suites"] == ["com.example.CalcTest"]
+    assert v["failures"][0]["message"] == "expected: <2> but was: <3>"
+    assert v["errors"][0] == {"id": "com.example.CalcTest::overflows", "type": "java.lang.ArithmeticException",
+                              "message": "java.lang.ArithmeticException: integer overflow"}
+    assert v["skips"] == [{"id": "com.example.CalcTest::pending", "reason": "", "kind": "skip", "type": None}]
+
+
+@pytest.mark.parametrize("name", ["billion-laughs.xml", "external-entity.xml"])
+def test_doctype_and_entities_are_refused(name: str) -> None:
+    err = _error(DATA, path=name)
+    assert err.code == "junit.unsafe_xml"
+    assert name in err.message and "DOCTYPE" in err.message and "billion laughs" in err.message
+
+
+def test_malformed_and_foreign_xml(tmp_path: Path) -> None:
+    (tmp_path / "broken.xml").write_text('<testsuites>\n  <testsuite name="x">\n    <testcase name="a">\n</testsuites>\n')
+    err = _error(tmp_path, path="broken.xml")
+    assert err.code == "junit.parse_error" and "broken.xml:4:" in err.message and "mismatched tag" in err.message
+    (tmp_path / "pom.xml").write_text("<project><modelVersion>4.0.0</modelVersion></project>")
+    err = _error(tmp_path, path="pom.xml")
+    assert err.code == "junit.not_junit" and "<project>" in err.message
+    (tmp_path / "undefined.xml").write_text('<testsuite><testcase classname="a" name="b">&nbsp;</testcase></testsuite>')
+    assert _error(tmp_path, path="undefined.xml").code == "junit.parse_error"
+
+
+def test_globs_merge_and_duplicates(tmp_path: Path) -> None:
+    shards = tmp_path / "reports"
+    shards.mkdir()
+    for name in ("pytest-xunit2.xml", "nested-testsuites.xml"):
+        shutil.copy(DATA / name, shards / name)
+    shutil.copy(DATA / "pytest-xunit2.xml", shards / "rerun.xml")
+    v = _run(tmp_path, paths=["reports/*.xml"])
+    assert [Path(f["path"]).name for f in v["files"]] == ["nested-testsuites.xml", "pytest-xunit2.xml", "rerun.xml"]
+    assert v["totals"]["tests"] == 26 and v["totals"]["skipped"] == 8
+    assert "test_sample::test_fail" in v["duplicates"] and len(v["duplicates"]) == 10
+    assert len(v["tests"]) == 16
+    lean = _run(tmp_path, paths=["reports/*.xml"], per_test=False)
+    assert lean["tests"] is None and lean["totals"] == v["totals"]
+    recursive = _run(tmp_path, path="**/nested-*.xml")
+    assert recursive["totals"]["tests"] == 6
+
+
+def test_missing_files(tmp_path: Path) -> None:
+    err = _error(tmp_path, path="nope.xml")
+    assert err.code == "file.not_found" and "--junitxml" in err.message
+    assert _error(tmp_path, paths=["out/*.xml"]).code == "file.not_found"
+
+
+def test_bad_reportlog_line(tmp_path: Path) -> None:
+    (tmp_path / "log.jsonl").write_text('{"$report_type": "SessionStart"}\n{not json\n')
+    err = _error(tmp_path, path="log.jsonl")
+    assert err.code == "junit.bad_reportlog" and "log.jsonl:2:" in err.message
+
+
+def test_large_file_streams(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_junit", Path(__file__).parents[1] / "bench" / "bench_junit.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.generate(tmp_path / "big.xml", 20_000)
+    v = _run(tmp_path, path="big.xml")
+    t = v["totals"]
+    assert t["tests"] == 20_000 == len(v["tests"])
+    assert t["tests"] == t["passed"] + t["failed"] + t["errors"] + t["skipped"]
+    assert set(v["skip_reasons"]) <= set(bench.SKIP_REASONS) | {f"known issue #{i}" for i in range(13)}
+    assert all(f["message"].startswith("AssertionError: mismatch") for f in v["failures"])
+
+
+def test_facts_read_from_cel() -> None:
+    facts = {"junit": _run(DATA, path="pytest-xunit2.xml")}
+    variables = {"facts": facts, "vars": {"documented": ["requires 4 GPUs", "DBO unsupported on NPU"]}}
+    undocumented = expr.compile_expr("facts.junit.skips.filter(s, s.kind == 'skip' && "
+                                     "!(s.reason in vars.documented)).size()")
+    assert expr.evaluate(undocumented, variables).value == 0
+    clean = expr.compile_expr("facts.junit.totals.failed == 0 && size(facts.junit.collection_errors) == 0")
+    assert expr.evaluate(clean, variables).value is False
+
+
+# --- results ----------------------------------------------------------------------------------------
+LM_EVAL = {
+    "results": {"gsm8k": {"alias": "gsm8k", "exact_match,strict-match": 0.8544, "exact_match_stderr,strict-match": 0.0097,
+                          "exact_match,flexible-extract": 0.8552}},
+    "versions": {"gsm8k": 3.0}, "n-shot": {"gsm8k": 5},
+    "config": {"model": "vllm", "model_args": "pretrained=meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
+               "batch_size": "auto"},
+    "git_hash": "8138fd52", "date": 1735689600.0,
+}
+
+
+def _results(tmp_path: Path, **params: Any) -> dict[str, Any]:
+    return ResultsProbe().run(params, ProbeContext(base_dir=tmp_path, timeout_s=5)).value
+
+
+def test_results_json_lm_eval(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(LM_EVAL, indent=2))
+    v = _results(tmp_path, path="results.json")
+    assert v["results"]["gsm8k"]["exact_match,strict-match"] == 0.8544
+    assert v["_file"]["path"] == str(path) and v["_file"]["format"] == "json" and len(v["_file"]["sha256"]) == 64
+    check = expr.compile_expr("facts.lm.results.gsm8k['exact_match,strict-match'] >= 0.85")
+    assert expr.evaluate(check, {"facts": {"lm": v}}).value is True
+
+
+def test_results_yaml_dates_and_nan(tmp_path: Path) -> None:
+    (tmp_path / "bench.yaml").write_text(textwrap.dedent("""\
+        run: 2025-02-01
+        throughput: {tokens_per_s: 12034.5, p99_ms: .nan}
+        tags: [nightly, h200]
+    """))
+    v = _results(tmp_path, path="bench.yaml")
+    assert v["run"] == "2025-02-01" and v["throughput"] == {"tokens_per_s": 12034.5, "p99_ms": None}
+    assert v["_file"]["nonfinite"] == 1 and v["_file"]["format"] == "yaml"
+    (tmp_path / "nan.json").write_text('{"score": NaN, "n": [Infinity, 1]}')
+    v = _results(tmp_path, path="nan.json")
+    assert v["score"] is None and v["n"] == [None, 1] and v["_file"]["nonfinite"] == 2
+
+
+def test_results_shapes_and_errors(tmp_path: Path) -> None:
+    (tmp_path / "list.json").write_text('[{"task": "a", "score": 1}]')
+    assert _results(tmp_path, path="list.json")["items"] == [{"task": "a", "score": 1}]
+    (tmp_path / "scalar.json").write_text("3")
+    (tmp_path / "reserved.json").write_text('{"_file": 1}')
+    (tmp_path / "bad.json").write_text('{"a": 1,\n "b": }')
+    (tmp_path / "bad.yaml").write_text("a: [1, 2\nb: 3\n")
+    cases = {"missing.json": "file.not_found", "scalar.json": "results.not_a_mapping",
+             "reserved.json": "results.reserved_key", "bad.json": "results.parse_error",
+             "bad.yaml": "results.parse_error"}
+    for name, code in cases.items():
+        with pytest.raises(ProbeError) as info:
+            ResultsProbe().run({"path": name}, ProbeContext(base_dir=tmp_path, timeout_s=5))
+        assert info.value.code == code, name
+        assert name in info.value.message
+    with pytest.raises(ProbeError) as info:
+        ResultsProbe().run({"path": "bad.json"}, ProbeContext(base_dir=tmp_path, timeout_s=5))
+    assert "bad.json:2:7" in info.value.message
