@@ -228,5 +228,11 @@ def test_example_rulebook_uses_these_probes_validly() -> None:
         for mode in spec.modes or list(rulebook.modes):
             granted = {e for e, ok in rulebook.modes[mode].permissions.items() if ok}
             assert effects <= granted, (pid, mode)
-    assert rulebook.probes["stack_cuda"].with_["init_cuda"] is True
-    assert rulebook.modes["on-device"].permissions["gpu_context"] is True
+    # init_cuda follows the mode, so only the mode that grants gpu_context initialises CUDA.
+    from policyrun.expr import interpolate
+
+    stack = rulebook.probes["stack"]
+    for mode, expected in (("inventory", frozenset()), ("on-device", frozenset({"gpu_context"}))):
+        params = interpolate(stack.with_, {"inputs": {"python": ""}, "mode": mode})
+        assert registry.get("python.stack").side_effects(params) == expected
+        assert rulebook.modes[mode].permissions["gpu_context"] is bool(expected)
