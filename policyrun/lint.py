@@ -102,7 +102,8 @@ def collect_paths(args: list[str]) -> list[Path]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
+            files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
             if not files:
                 raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U007")
             out.extend(files)

@@ -33,7 +33,7 @@ def shipped_dir(kind: str = "rulebooks") -> Path:
 
 def shipped_rulebooks() -> dict[str, Path]:
     folder = shipped_dir()
-    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml")) if not p.stem.endswith(".test")} if folder.is_dir() else {}
 
 
 def resolve_ref(ref: str | None) -> Path:

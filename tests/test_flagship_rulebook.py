@@ -1,0 +1,116 @@
+"""The flagship rulebook's shape, its own test suite, and the reproducibility of its test snapshots."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from policyrun.engine import load_checked
+from policyrun.lint import findings_for
+from policyrun.ruletest import Coverage, run_suite
+from tests import afdfixtures as fx
+
+ROOT = Path(__file__).resolve().parent.parent
+RULEBOOK = ROOT / "rulebooks" / "upgrade-gpu-version.yaml"
+SUITE = ROOT / "rulebooks" / "upgrade-gpu-version.test.yaml"
+
+PHASES = ["FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE", "PRODUCE_STAGED_PLAN",
+          "IMPLEMENT_ATOMIC_ADAPTATIONS", "STATIC_AND_UNIT_GATE", "TARGET_NATIVE_GPU_CONTROL", "GPU_BASIC_E2E_GATE",
+          "GPU_ACCURACY_GATE", "DOCUMENTATION_REFRESH_GATE", "FINAL_AUDIT", "CAPTURE_LESSONS_AND_REPORT"]
+GPU_AND_AFTER = PHASES[7:]
+
+
+def test_first_line_names_the_schema() -> None:
+    assert RULEBOOK.read_text().splitlines()[0] == "# yaml-language-server: $schema=../schemas/rulebook.schema.json"
+
+
+def test_lint_is_clean() -> None:
+    rb = load_checked(RULEBOOK)
+    assert [f.render() for f in findings_for(rb)] == []
+
+
+def test_phases_modes_and_inputs() -> None:
+    model = load_checked(RULEBOOK).model
+    assert [p.id for p in model.phases] == PHASES
+    assert all(p.title and p.description and p.next.get("PASS") for p in model.phases)
+    assert list(model.modes) == ["planning-audit", "implementation", "final-validation"]
+
+    planning = model.modes["planning-audit"]
+    assert [m.phase for m in planning.phases] == PHASES[:5]
+    assert all(m.when is None for m in planning.phases)
+    assert planning.permissions and not any(planning.permissions.values())
+
+    implementation = model.modes["implementation"]
+    assert [m.phase for m in implementation.phases] == PHASES
+    assert {m.phase: m.when for m in implementation.phases if m.when} == {p: "inputs.gpu_validation"
+                                                                           for p in GPU_AND_AFTER}
+
+    final = model.modes["final-validation"]
+    assert [m.phase for m in final.phases] == ["FREEZE_IDENTITY", "STATIC_AND_UNIT_GATE", *GPU_AND_AFTER]
+    assert final.on_missing == "BLOCKED" and final.permissions.get("write_repos") is False
+
+    inputs = model.inputs
+    assert inputs["afd_repo"].default == "." and inputs["vllm_src"].required and inputs["target_ref"].required
+    assert inputs["evidence_dir"].default == ".policyrun/evidence"
+    assert inputs["gpu_validation"].type == "bool" and inputs["gpu_validation"].default is False
+    for name in ("current_ref", "afd_base", "python", "unit_junit", "e2e_junit", "accuracy_results"):
+        assert name in inputs and not inputs[name].required
+    assert set(model.schemas) >= {"architecture", "plan", "native_control", "accuracy"}
+
+
+def test_references_resolve() -> None:
+    model = load_checked(RULEBOOK).model
+    linked = set(model.references) | {r for p in model.phases for r in p.references}
+    assert {"../references/upgrade-workbook.md", "../references/documentation-refresh.md",
+            "../references/lessons-format.md"} <= linked
+    for ref in linked:
+        assert (RULEBOOK.parent / ref).is_file(), ref
+
+
+def test_references_are_our_own_words() -> None:
+    """No sentence of the policy the rulebook encodes is copied into the references."""
+    source = Path("/work/shared/reference/upgrade-gpu-version-skill.txt")
+    if not source.is_file():
+        pytest.skip("the reference policy text is not available here")
+    # Prose sentences only: the status list and the phase ids are an interface and must match exactly.
+    sentences = {s.strip() for s in re.split(r"(?<=[.;:])\s+", source.read_text())
+                 if sum(w.isalpha() and w.islower() for w in s.split()) >= 6}
+    for ref in (ROOT / "references").glob("*.md"):
+        text = " ".join(ref.read_text().split())
+        copied = [s for s in sentences if " ".join(s.split()) in text]
+        assert copied == [], f"{ref.name} copies: {copied[:2]}"
+
+
+def test_rulebook_suite_passes_with_full_coverage() -> None:
+    coverage = Coverage()
+    results = run_suite(SUITE, coverage)
+    failures = {r.case.name: r.failures for r in results if not r.ok}
+    assert failures == {}
+    assert len(results) >= 90
+    assert coverage.percent >= 90.0, sorted(k for k in coverage.seen if not coverage.covered(k))
+    modes = {r.case.mode for r in results}
+    assert modes == {"planning-audit", "implementation", "final-validation"}
+    # Every phase is seen passing and not passing somewhere in the suite.
+    seen: dict[str, set[str]] = {p: set() for p in PHASES}
+    for r in results:
+        assert r.trace is not None
+        for rec in r.trace.phases:
+            seen[rec.phase].add(rec.status)
+    for pid, got in seen.items():
+        assert "PASS" in got and got - {"PASS", "SKIPPED"}, (pid, got)
+
+
+@pytest.mark.parametrize("name", list(fx.SNAPSHOTS))
+def test_snapshots_are_reproducible(name: str, tmp_path: Path) -> None:
+    """rulebooks/tests/<name>.facts.json is what collecting from the fixture repositories gives today.
+
+    A change to the rulebook's probes or derived facts that changes the snapshot fails here;
+    regenerate with `python -m tests.afdfixtures snapshots` and review the test cases.
+    """
+    out = tmp_path / f"{name}.facts.json"
+    fx.make_snapshot(name, out)
+    stored = ROOT / "rulebooks" / "tests" / f"{name}.facts.json"
+    assert json.loads(out.read_text()) == json.loads(stored.read_text())
