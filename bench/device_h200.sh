@@ -25,18 +25,17 @@ PY
   echo "pip check:"; time python3 -m pip check >/dev/null 2>&1
   for i in 1 2 3; do
     echo "policyrun collect examples/gpu-probes.yaml --mode on-device (run $i):"
-    time python3 -m policyrun collect examples/gpu-probes.yaml --mode on-device -o "$OUT/h200-facts.json" 2>/dev/null
+    time python3 -m policyrun collect examples/gpu-probes.yaml --mode on-device -o "$OUT/gpu-probes-facts.json" 2>/dev/null
   done
   for i in 1 2; do
     echo "policyrun collect upgrade-gpu-version --mode final-validation, machine probes (run $i):"
     time python3 -m policyrun collect rulebooks/upgrade-gpu-version.yaml --mode final-validation \
       --set vllm_src=. --set target_ref=HEAD --set afd_base=HEAD \
       --only gpu --only stack --only toolchain --only leftover_processes --only leftover_ports --only leftover_shm \
-      -o "$OUT/flagship-machine-facts.json" 2>/dev/null
+      -o "$OUT/facts.json" 2>/dev/null
   done
 } > "$OUT/timings.txt" 2>&1
-python3 -m policyrun evaluate examples/gpu-probes.yaml --mode on-device --facts "$OUT/h200-facts.json" \
-  --out "$OUT/eval" --no-timestamp > "$OUT/evaluate.txt" 2>&1
-cp "$OUT/eval/trace.json" "$OUT/h200-trace.json" 2>/dev/null
-rm -rf "$OUT/eval"
-cat "$OUT/timings.txt" "$OUT/evaluate.txt" "$OUT/torch.txt"
+cat "$OUT/timings.txt" "$OUT/torch.txt"
+python3 -m policyrun evaluate examples/gpu-probes.yaml --mode on-device --facts "$OUT/gpu-probes-facts.json" \
+  --out /tmp/eval --no-timestamp
+cp /tmp/eval/trace.json "$OUT/gpu-probes-trace.json"

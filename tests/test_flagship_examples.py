@@ -40,6 +40,10 @@ SCENARIOS: dict[str, tuple[str, int, str, dict[str, str]]] = {
     "final-pass": ("final-validation", 0, "gpu_validated",
                    {"STATIC_AND_UNIT_GATE": "PASS", "GPU_ACCURACY_GATE": "PASS", "CAPTURE_LESSONS_AND_REPORT": "PASS",
                     "INVENTORY_AFD_CONTRACTS": "SKIPPED"}),
+    # final-pass with the machine facts of a real H200 node (examples/h200/facts.json): its
+    # interpreter has no vLLM, so the target stack cannot be established and identity blocks.
+    "final-h200-one-gpu": ("final-validation", 2, "incomplete",
+                           {"FREEZE_IDENTITY": "BLOCKED", "TARGET_NATIVE_GPU_CONTROL": "SKIPPED"}),
 }
 
 
