@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policyrun.errors import Location, UsageError
 
@@ -124,25 +124,10 @@ def _strip_times(fact: dict[str, Any]) -> dict[str, Any]:
 
 def load_facts(path: Path) -> FactsSnapshot:
     """Read one facts file; errors name the file and the offending key."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read facts file: {exc.strerror}; check the --facts path",
-                         code="F001", location=Location(str(path))) from None
-    except UnicodeDecodeError:
-        raise UsageError("facts file is not valid UTF-8", code="F001", location=Location(str(path))) from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"facts file is not valid JSON: {exc.msg}", code="F002",
-                         location=Location(str(path), exc.lineno, exc.colno)) from None
-    try:
-        return FactsSnapshot.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = " → ".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UsageError(f"facts file does not match the facts schema at {where}: {first['msg']} "
-                         "(see `policyrun schema facts`)", code="F003", location=Location(str(path))) from None
+    from policyrun.jsonfile import load_json_model
+
+    return load_json_model(path, FactsSnapshot, what="facts file", code="F",
+                           hint="check the --facts path (`policyrun schema facts` shows the format)")
 
 
 def merge_facts(snapshots: Iterable[tuple[str, FactsSnapshot]]) -> FactsSnapshot:

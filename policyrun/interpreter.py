@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
-from policyrun.expr import (Compiled, ExprError, compile_condition, evaluate, interpolate_text, is_missing,
+from policyrun.expr import (ExprError, compile_condition, evaluate, interpolate_text, is_missing,
                             lookup)
 from policyrun.facts import FactsSnapshot
 from policyrun.model import MissingPolicy, Phase, Rulebook, on_missing_for
@@ -268,7 +268,7 @@ def _short(text: str) -> str:
     return text.replace("NOT_FOUND: ", "").replace("UNKNOWN: ", "").replace("INVALID_ARGUMENT: ", "").strip()
 
 
-def _read(ctx: EvalContext, path: str) -> Read:
+def _read(ctx: EvalContext, path: str) -> Rec:
     parts = path.split(".")
     if parts[0] == "facts" and len(parts) > 1:
         fact = ctx.facts.facts.get(parts[1])

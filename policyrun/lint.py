@@ -75,19 +75,18 @@ def _template_findings(rb: LoadedRulebook) -> list[Finding]:
     spec = rb.model.report
     if spec is None:
         return []
-    names = dict(spec.templates)
-    if spec.template:
-        names.setdefault("md", spec.template)
+    # policyrun.render is cheap to import (renderers load Jinja2 lazily), so only a rulebook that
+    # names templates pulls Jinja2 into lint.
+    from policyrun.render import compile_template, rulebook_templates
+
     findings: list[Finding] = []
-    for name, rel in names.items():
+    for name, template in rulebook_templates(rb.model, rb.path).items():
         node = ("report", "templates", name) if name in spec.templates else ("report", "template")
-        template = rb.directory / rel
         if not template.is_file():
+            rel = spec.templates.get(name, spec.template)
             findings.append(Finding("R002", f"report template {rel!r} not found (paths are relative to the "
                                             "rulebook)", rb.locate(node), node=node_path_text(node)))
             continue
-        from policyrun.render import compile_template
-
         findings.extend(compile_template(template))
     return findings
 

@@ -11,9 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from policyrun.errors import Location, UsageError
 from policyrun.facts import Provenance
 from policyrun.model import Status
 
@@ -106,16 +105,7 @@ class Trace(BaseModel):
 
 
 def load_trace(path: Path) -> Trace:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read trace: {exc.strerror}", code="T001", location=Location(str(path))) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"trace is not valid JSON: {exc}", code="T002", location=Location(str(path))) from None
-    try:
-        return Trace.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = " → ".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UsageError(f"not a policyrun trace ({where}: {first['msg']}); pass a trace.json written by "
-                         "`policyrun evaluate`", code="T003", location=Location(str(path))) from None
+    from policyrun.jsonfile import load_json_model
+
+    return load_json_model(path, Trace, what="trace", code="T",
+                           hint="pass a trace.json written by `policyrun evaluate`")

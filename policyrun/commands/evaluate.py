@@ -61,25 +61,13 @@ def run(args: argparse.Namespace) -> int:
     trace_path.write_text(trace.to_json(), encoding="utf-8")
     written = [trace_path]
     if formats:
-        from policyrun.render import write_reports
+        from policyrun.render import rulebook_templates, write_reports
 
-        written += write_reports(trace, formats, args.out, rulebook_templates=report_templates(rb))
+        written += write_reports(trace, formats, args.out,
+                                 rulebook_templates=rulebook_templates(rb.model, rb.path))
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
     if not args.json and not args.quiet:
         sys.stderr.write("wrote " + ", ".join(str(p) for p in written) + "\n")
     return trace.exit_code
-
-
-def report_templates(rb: object) -> dict[str, Path]:
-    from policyrun.rulebook import LoadedRulebook
-
-    assert isinstance(rb, LoadedRulebook)
-    spec = rb.model.report
-    if spec is None:
-        return {}
-    names = dict(spec.templates)
-    if spec.template:
-        names.setdefault("md", spec.template)
-    return {k: rb.directory / v for k, v in names.items()}
