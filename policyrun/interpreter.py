@@ -16,6 +16,7 @@ one, and keeps per-check cost close to the CEL runtime's own.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Mapping
@@ -57,6 +58,19 @@ class CheckOutcome:
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                       generated_at: str | None = None) -> Trace:
+    # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
+    # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
+              rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None) -> Trace:
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
     phases_var: dict[str, dict[str, Any]] = {}
     ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars),
