@@ -12,6 +12,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from policyrun import __version__
 from policyrun.errors import EXIT_INTERNAL, EXIT_USAGE, PolicyrunError
@@ -31,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 by default; 2 means BLOCKED here
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 by default; 2 means BLOCKED here
         self.print_usage(sys.stderr)
         sys.stderr.write(f"policyrun: error: {message}\n")
         raise SystemExit(EXIT_USAGE)

@@ -313,9 +313,9 @@ def _summarise(value: Any) -> Any:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     if len(text) <= _MAX_READ_BYTES:
         return value
-    kind = type(value).__name__
+    type_name = type(value).__name__
     size = len(value) if isinstance(value, (list, dict)) else len(text)
-    return {"truncated": True, "type": kind, "length": size,
+    return {"truncated": True, "type": type_name, "length": size,
             "sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
@@ -328,7 +328,7 @@ def _record(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome
 
 # --- after all phases -------------------------------------------------------------------------
 
-def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> list[Rec]:
+def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
     runnable = [r["phase"] for r in records if sel.phases.get(r["phase"]) is None]
     for rec in records:
         phase = ctx.rulebook.phase(rec["phase"])

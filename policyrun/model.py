@@ -186,5 +186,5 @@ def on_missing_for(policy: OnMissing | None, mode: str, mode_default: MissingPol
     if policy is None:
         return mode_default
     if isinstance(policy, str):
-        return policy  # type: ignore[return-value]
-    return policy.get(mode, policy.get("default", mode_default))  # type: ignore[return-value]
+        return policy
+    return policy.get(mode, policy.get("default", mode_default))

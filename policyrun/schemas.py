@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def schema_for(which: str) -> dict[str, Any]:
@@ -12,7 +14,8 @@ def schema_for(which: str) -> dict[str, Any]:
     from policyrun.model import Rulebook
     from policyrun.trace import Trace
 
-    model = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace}[which]
+    models: dict[str, type[BaseModel]] = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace}
+    model = models[which]
     schema = model.model_json_schema(by_alias=True)
     if which == "rulebook":
         _allow_short_forms(schema)

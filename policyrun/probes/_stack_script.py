@@ -20,6 +20,7 @@ import os
 import platform
 import sys
 import traceback
+from typing import Any, Callable, Optional
 
 if sys.path and sys.path[0] in ("", os.getcwd()):
     # `-c` puts the working directory first; a source checkout there (a vllm/ folder) must not
@@ -42,14 +43,14 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _dist_version(name: str):
+def _dist_version(name: str) -> Optional[str]:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
 
-def _direct_url(name: str):
+def _direct_url(name: str) -> Optional[dict[str, Any]]:
     """PEP 610 direct_url.json: how the package was installed (editable, from a path, a VCS)."""
     try:
         text = metadata.distribution(name).read_text("direct_url.json")
@@ -65,7 +66,7 @@ def _direct_url(name: str):
             "commit": (data.get("vcs_info") or {}).get("commit_id")}
 
 
-def _cudnn_text(v):
+def _cudnn_text(v: Any) -> Optional[str]:
     if not isinstance(v, int) or v <= 0:
         return None
     # cuDNN 9 encodes major*10000+minor*100+patch; cuDNN 8 and older major*1000+minor*100+patch.
@@ -74,7 +75,7 @@ def _cudnn_text(v):
     return "%d.%d.%d" % (v // 1000, (v % 1000) // 100, v % 100)
 
 
-def _nccl_text(v):
+def _nccl_text(v: Any) -> Optional[str]:
     if isinstance(v, (tuple, list)):
         # torch.cuda.nccl.version(): (major, minor, patch) or (major, minor, patch, suffix)
         text = ".".join(str(p) for p in v[:3])
@@ -90,9 +91,9 @@ def _nccl_text(v):
     return None
 
 
-def _torch(out, init_cuda):
+def _torch(out: dict[str, Any], init_cuda: bool) -> None:
     try:
-        import torch
+        import torch  # type: ignore[import-not-found]
     except ModuleNotFoundError as exc:
         if exc.name == "torch":
             out["missing"].append("torch")
@@ -103,7 +104,8 @@ def _torch(out, init_cuda):
         out["import_errors"]["torch"] = _error_text(exc)
         return
 
-    t = {"version": getattr(torch, "__version__", None), "path": os.path.dirname(os.path.abspath(torch.__file__))}
+    t: dict[str, Any] = {"version": getattr(torch, "__version__", None),
+                         "path": os.path.dirname(os.path.abspath(torch.__file__))}
     version = getattr(torch, "version", None)
     t["cuda"] = getattr(version, "cuda", None)
     t["hip"] = getattr(version, "hip", None)
@@ -111,7 +113,7 @@ def _torch(out, init_cuda):
     t["debug"] = getattr(version, "debug", None)
     warnings = out["warnings"]
 
-    def attempt(key, fn, convert=None):
+    def attempt(key: str, fn: Callable[[], Any], convert: Optional[Callable[[Any], Any]] = None) -> Any:
         try:
             value = fn()
         except Exception as exc:
@@ -135,7 +137,7 @@ def _torch(out, init_cuda):
     t["cuda_initialized"] = None
 
     if init_cuda:
-        cuda = {"available": None, "device_count": None, "devices": [], "arch_list": None}
+        cuda: dict[str, Any] = {"available": None, "device_count": None, "devices": [], "arch_list": None}
         try:
             cuda["available"] = bool(torch.cuda.is_available())
             cuda["device_count"] = int(torch.cuda.device_count())
@@ -154,7 +156,7 @@ def _torch(out, init_cuda):
     out["torch"] = t
 
 
-def _vllm(out):
+def _vllm(out: dict[str, Any]) -> None:
     version = _dist_version("vllm")
     try:
         spec = importlib.util.find_spec("vllm")  # locates the package without running __init__
@@ -167,7 +169,7 @@ def _vllm(out):
     path = None
     if spec is not None and spec.submodule_search_locations:
         path = os.path.abspath(list(spec.submodule_search_locations)[0])
-    v = {"version": version, "path": path, "direct_url": _direct_url("vllm"),
+    v: dict[str, Any] = {"version": version, "path": path, "direct_url": _direct_url("vllm"),
          "commit": None, "extension": None, "extensions": []}
     if version and "+g" in version:  # setuptools-scm: 0.9.2.dev123+g1a2b3c4d.cu128
         v["commit"] = version.split("+g", 1)[1].split(".", 1)[0]
@@ -184,12 +186,12 @@ def _vllm(out):
     out["vllm"] = v
 
 
-def main():
+def main() -> None:
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     result_fd = os.dup(1)
     sys.stdout.flush()
     os.dup2(2, 1)  # anything printed while libraries load goes to stderr
-    out = {
+    out: dict[str, Any] = {
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),

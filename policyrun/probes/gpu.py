@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 
@@ -116,13 +116,14 @@ class _Session:
         self.unsupported: list[str] = []
         self.field_errors: dict[str, str] = {}
         self.last_call = ""
-        self._unsupported_types = tuple(t for t in (
+        self._unsupported_types = cast("tuple[type[BaseException], ...]", tuple(t for t in (
             getattr(nv, "NVMLError_NotSupported", None),
             getattr(nv, "NVMLError_FunctionNotFound", None),  # an older driver lacks the entry point
             getattr(nv, "NVMLLibraryMismatchError", None),  # pynvml's wrapper for the same
-        ) if isinstance(t, type))
-        self._permission_types = tuple(t for t in (getattr(nv, "NVMLError_NoPermission", None),)
-                                       if isinstance(t, type))
+        ) if isinstance(t, type)))
+        self._permission_types = cast("tuple[type[BaseException], ...]",
+                                      tuple(t for t in (getattr(nv, "NVMLError_NoPermission", None),)
+                                            if isinstance(t, type)))
 
     def raw(self, fn_name: str, *args: Any) -> Any:
         """Call an NVML function; errors propagate (the caller decides)."""
@@ -253,7 +254,7 @@ def _collect(s: _Session, params: Mapping[str, Any]) -> dict[str, Any]:
     value["topology"] = _topology(s, devices, handles) if params.get("topology", True) else None
 
     if params.get("processes", True):
-        procs: list[dict[str, Any]] | None = []
+        procs: list[dict[str, Any]] = []
         for d, h in zip(devices, handles):
             listed = s.call(f"devices[{d['index']}].processes", "nvmlDeviceGetComputeRunningProcesses", h)
             for p in listed or []:
@@ -297,9 +298,10 @@ def _device(s: _Session, i: int, h: Any) -> dict[str, Any]:
 def _nvlinks(s: _Session, i: int, h: Any, by_bus: Mapping[Any, int]) -> dict[str, Any] | None:
     """Per-link state; links are probed from 0 until NVML says there are no more."""
     nv = s.nv
-    end_of_links = tuple(t for t in (getattr(nv, "NVMLError_InvalidArgument", None),
-                                     getattr(nv, "NVMLError_NotSupported", None),
-                                     getattr(nv, "NVMLError_NotFound", None)) if isinstance(t, type))
+    end_of_links = cast("tuple[type[BaseException], ...]",
+                        tuple(t for t in (getattr(nv, "NVMLError_InvalidArgument", None),
+                                          getattr(nv, "NVMLError_NotSupported", None),
+                                          getattr(nv, "NVMLError_NotFound", None)) if isinstance(t, type)))
     max_links = int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))
     links: list[dict[str, Any]] = []
     for link in range(max_links):

@@ -19,7 +19,7 @@ import pwd
 import re
 import stat
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -254,13 +254,14 @@ class ShmProbe:
         root = ctx.resolve(str(params.get("shm_root") or SHM_ROOT))
         if not root.is_dir():
             raise ProbeError("system.unsupported", f"{root} does not exist: no POSIX shared memory to inspect here")
+        wanted: Callable[[str], object]
         if params.get("regex"):
             rx = _compile(str(params["regex"]), "regex")
             wanted = rx.search
         else:
             glob = str(params.get("pattern") or "*")
             wanted = lambda name: fnmatch.fnmatchcase(name, glob)  # noqa: E731
-        entries = []
+        entries: list[dict[str, Any]] = []
         for entry in os.scandir(root):
             if not wanted(entry.name):
                 continue

@@ -28,7 +28,7 @@ _AFTER_VERSION = re.compile(r"\bversion\s+(\d+\.\d+(?:\.\d+)?)")
 _VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
 _PARENS = re.compile(r"\([^)]*\)")
 
-_TOOL_SCHEMA = {"type": ["object", "null"], "properties": {
+_TOOL_SCHEMA: dict[str, Any] = {"type": ["object", "null"], "properties": {
     "path": {"type": "string"}, "version": {"type": ["string", "null"]}, "raw": {"type": "string"}}}
 
 _PARAMS_SCHEMA: dict[str, Any] = {

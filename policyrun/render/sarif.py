@@ -128,7 +128,8 @@ def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: P
     `kind: notApplicable` with level `none`, which SARIF requires for non-failures.
     """
     if tool_version is None:
-        from policyrun import __version__ as tool_version
+        from policyrun import __version__
+        tool_version = __version__
     phases = [p for p in trace.phases if p.status != "PASS"]
     rule_ids = [f"{trace.rulebook.name}/{p.phase}" for p in phases]
     rules = [{"id": rid, "name": p.phase,

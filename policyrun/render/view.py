@@ -203,7 +203,8 @@ def _identities(trace: Trace, provenance: Mapping[str, dict[str, Any]]) -> list[
             if isinstance(value, str) and _SHA.match(value):
                 ref = holder.get("ref") if holder else None
                 probe = probe_of(read.path)
-                source = provenance[probe]["summary"] if probe in provenance else read.path.split(".")[0]
+                source = (provenance[probe]["summary"] if probe is not None and probe in provenance
+                          else read.path.split(".")[0])
                 rows.setdefault((path, value), {"what": path, "sha": value,
                                                 "ref": ref if isinstance(ref, str) else None,
                                                 "source": source})
