@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,20 +263,24 @@ def _run_check(ctx: EvalContext, source: str) -> CheckOutcome:
     reads = [_read(ctx, path) for path in compiled.reads]
     fact_ids = sorted(compiled.fact_ids())
     missing = [r for r in reads if r.get("missing")]
-    outcome = evaluate(compiled, ctx.variables)
     if missing:
         why = "; ".join(f"{r['path']}: {r.get('error') or 'not collected'}" for r in missing)
         return CheckOutcome("UNKNOWN", reads, fact_ids, f"missing fact {why}")
+    outcome = evaluate(compiled, ctx.variables)
     if not outcome.ok:
         text = outcome.error or ""
-        if "Key not found" in text or "No such key" in text or "no_such_field" in text.lower():
-            return CheckOutcome("UNKNOWN", reads, fact_ids, f"missing value: {_short(text)}")
+        if (found := _NOT_FOUND.search(text)) is not None:
+            return CheckOutcome("UNKNOWN", reads, fact_ids, f'missing value: no key "{found.group(1)}"')
         return CheckOutcome("UNKNOWN", reads, fact_ids, f"evaluation error: {_short(text)}", error=True)
     if not isinstance(outcome.value, bool):
         return CheckOutcome("UNKNOWN", reads, fact_ids,
                             f"evaluation error: condition produced {type(outcome.value).__name__}, not a bool",
                             error=True)
     return CheckOutcome("SATISFIED" if outcome.value else "UNSATISFIED", reads, fact_ids, None)
+
+
+# The CEL runtime's wording for reading a key or field that is not there.
+_NOT_FOUND = re.compile(r'(?:Key not found in map|No such key)\s*:?\s*"?(.*?)"?\s*$')
 
 
 def _short(text: str) -> str:
