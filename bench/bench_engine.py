@@ -26,6 +26,7 @@ import yaml
 from policyrun.engine import evaluate, load_checked
 from policyrun.expr import compile_condition, evaluate as cel_eval
 from policyrun.facts import Fact, FactsSnapshot, Provenance
+from timing import best_of  # noqa: E402 - bench/ is on sys.path when run as a script
 
 N_FACTS = 50_000
 N_PHASES = 100
@@ -57,15 +58,6 @@ def make_facts(n: int) -> FactsSnapshot:
                                 for i in range(n)})
 
 
-def best(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
@@ -81,7 +73,7 @@ def main() -> None:
         trace = evaluate(rb, mode="m", inputs={}, facts=facts, timestamp=False)
         t_first = time.perf_counter() - t0
         assert trace.exit_code == 0, trace.verdict
-        t_eval = best(lambda: evaluate(rb, mode="m", inputs={}, facts=facts, timestamp=False))
+        t_eval = best_of(lambda: evaluate(rb, mode="m", inputs={}, facts=facts, timestamp=False))
 
         # Marginal cost per check: the same facts with a tenth of the checks, so fixed costs
         # (binding 50,000 facts, the trace envelope) cancel out.
@@ -89,12 +81,12 @@ def main() -> None:
         small_path.write_text(yaml.safe_dump(make_rulebook(N_PHASES // 10, CHECKS_PER_PHASE), sort_keys=False))
         small = load_checked(small_path)
         evaluate(small, mode="m", inputs={}, facts=facts, timestamp=False)
-        t_small = best(lambda: evaluate(small, mode="m", inputs={}, facts=facts, timestamp=False))
+        t_small = best_of(lambda: evaluate(small, mode="m", inputs={}, facts=facts, timestamp=False))
         n_small = sum(len(p.evidence) for p in small.model.phases)
 
         variables = {"facts": facts.values(), "vars": dict(rb.model.vars), "inputs": {}, "mode": "m", "phases": {}}
         programs = [compile_condition(e.check) for p in rb.model.phases for e in p.evidence]
-        t_raw = best(lambda: [cel_eval(c, variables) for c in programs])
+        t_raw = best_of(lambda: [cel_eval(c, variables) for c in programs])
 
         # Lint of a 100-phase rulebook in a fresh interpreter: 5 checks per phase and 100 probes,
         # the flagship rulebook's density (13 phases, ~60 checks, ~50 probes) scaled up.
@@ -112,7 +104,7 @@ def main() -> None:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             lint_times.append(time.perf_counter() - t)
             assert proc.returncode == 0, proc.stdout + proc.stderr
-        startup = best(lambda: subprocess.run([sys.executable, "-c", "pass"]), repeat=5)
+        startup = best_of(lambda: subprocess.run([sys.executable, "-c", "pass"]), repeat=5)
         imports = subprocess.run([sys.executable, "-c", "import sys, policyrun.cli; sys.argv=['x','lint','"
                                   + str(lint_path) + "']; policyrun.cli.main(sys.argv[1:]); "
                                   "print(sorted(m for m in sys.modules if m.split('.')[0] in "

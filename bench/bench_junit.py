@@ -13,7 +13,6 @@ import argparse
 import random
 import sys
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policyrun.probes.base import ProbeContext  # noqa: E402
 from policyrun.probes.junit import JunitProbe  # noqa: E402
+from timing import best_of  # noqa: E402 - bench/ is on sys.path when run as a script
 
 SKIP_REASONS = ["requires 4 GPUs", "DBO unsupported on NPU", "needs flash-attn 3", "slow: run with --slow"]
 
@@ -58,15 +58,6 @@ def generate(path: Path, n: int, seed: int = 7) -> None:
                 f.write(f'<testcase {attrs}><error message="failed on setup with &quot;RuntimeError: '
                         f'CUDA out of memory&quot;">fixture traceback\nE   RuntimeError</error></testcase>')
         f.write("</testsuite></testsuites>\n")
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> int:

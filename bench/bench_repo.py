@@ -22,13 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policyrun.collect import collect  # noqa: E402
 from policyrun.model import Rulebook  # noqa: E402
+from timing import best_of  # noqa: E402 - bench/ is on sys.path when run as a script
 
 PATTERNS = (r"vllm==([0-9][\w.]*)", r"^from (\w+) import", r"TODO\((\w+)\)")
 ENV = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x",
@@ -122,15 +123,6 @@ def raw_git(repo: Path) -> None:
     git("diff", "--raw", "--numstat", "-z", "-M", "v1", "v2")
     for pat in PATTERNS:
         git("grep", "-P", "-I", "-n", "--null", "-e", pat)
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> int:
