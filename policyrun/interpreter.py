@@ -264,7 +264,12 @@ def _run_check(ctx: EvalContext, source: str) -> CheckOutcome:
     fact_ids = sorted(compiled.fact_ids())
     missing = [r for r in reads if r.get("missing")]
     if missing:
-        why = "; ".join(f"{r['path']}: {r.get('error') or 'not collected'}" for r in missing)
+        # One line per missing fact, however many of its fields the check reads.
+        by_fact: dict[str, str] = {}
+        for r in missing:
+            root = ".".join(r["path"].split(".")[:2])
+            by_fact.setdefault(root, r.get("error") or "not collected")
+        why = "; ".join(f"{root}: {err}" for root, err in by_fact.items())
         return CheckOutcome("UNKNOWN", reads, fact_ids, f"missing fact {why}")
     outcome = evaluate(compiled, ctx.variables)
     if not outcome.ok:
