@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policyrun.collect import collect  # noqa: E402
 from policyrun.model import Rulebook  # noqa: E402
-from timing import best_of  # noqa: E402 - bench/ is on sys.path when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/timing.py, also when imported by tests
+from timing import best_of  # noqa: E402
 
 PATTERNS = (r"vllm==([0-9][\w.]*)", r"^from (\w+) import", r"TODO\((\w+)\)")
 ENV = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x",
