@@ -54,6 +54,9 @@ def _build(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # `--debug` is accepted anywhere on the line (the crash message tells people to add it).
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = _build(argv)
     try:
         args = parser.parse_args(argv)
@@ -73,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the one place an unexpected error is caught
-        if args.debug or os.environ.get("POLICYRUN_DEBUG"):
+        if debug or os.environ.get("POLICYRUN_DEBUG"):
             traceback.print_exc()
             return EXIT_INTERNAL
         fd, log = tempfile.mkstemp(prefix="policyrun-crash-", suffix=".log")

@@ -185,6 +185,20 @@ def test_internal_error_is_one_line_with_log(monkeypatch: pytest.MonkeyPatch, ru
     assert "Traceback" in Path(log).read_text()
 
 
+def test_debug_after_the_command_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, rulebook: Path,
+                                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import policyrun.engine
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(policyrun.engine, "evaluate", boom)
+    rc = run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts",
+             str(facts_file(tmp_path, x=1)), "--out", str(tmp_path / "o"), "--debug")
+    assert rc == 4
+    assert "Traceback" in capsys.readouterr().err
+
+
 def test_usage_error_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("evaluate", "--no-such-flag") == 3
 
