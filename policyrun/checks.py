@@ -240,7 +240,9 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             lead = len(site.source) - len(site.source.lstrip()) if not site.condition else 0
             line, col = exc.line, exc.column + (lead if exc.line == 1 else 0)
             where = _position(rb, site, line, col)
-            sink.add(exc.code, f"{exc.message} in `{site.source.strip()}`", where, node=node_path_text(site.path))
+            at = f"line {exc.line}, column {exc.column}" if exc.line > 1 else f"column {exc.column}"
+            sink.add(exc.code, f"{exc.message} ({at} of `{site.source.strip()}`)", where,
+                     node=node_path_text(site.path))
             continue
         for read in compiled.reads:
             parts = read.split(".")

@@ -45,3 +45,12 @@ def test_evaluate_refuses_with_exit_3(path: Path, tmp_path: Path, capsys: pytest
     assert str(path) in err
     assert "Traceback" not in out + err
     assert not (tmp_path / "out" / "trace.json").exists()
+
+
+def test_expression_errors_name_the_column_inside_the_expression(capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(__file__).parent / "malformed" / "17-cel-type.yaml"
+    assert main(["lint", str(path)]) == 1
+    out = capsys.readouterr().out
+    # `mode + 1 > 0` sits at column 17 of line 11; the `+` is its 6th character → file column 22.
+    assert f"{path}:11:22: X002 type error: found no matching overload for '_+_' applied to '(string, int)' " \
+           "(column 6 of `mode + 1 > 0`)" in out
