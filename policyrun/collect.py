@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -33,6 +34,19 @@ MAX_WORKERS = 8  # probes mostly wait on subprocesses and files; more threads th
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_INPUT_ONLY = re.compile(r"^\$\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}$")
+
+
+def _unset_input(raw: Mapping[str, Any], shown: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A parameter that is exactly `${inputs.x}` for an optional input left unset: say so, rather
+    than let the parameter schema complain that null is not a string."""
+    for param, template in raw.items():
+        m = _INPUT_ONLY.match(template) if isinstance(template, str) else None
+        if m and shown.get(param) is None:
+            return param, m.group(1)
+    return None
 
 
 # --- planning -----------------------------------------------------------------------------------
@@ -348,6 +362,12 @@ class _Collection:
             expr = getattr(exc, "expression", "")
             return _error_fact(pid, spec, "params.interpolation",
                                f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
+        unset = _unset_input(raw, shown)
+        if unset is not None:
+            param, name = unset
+            return _error_fact(pid, spec, "params.missing_input",
+                               f"parameter {param!r} comes from input {name!r}, which is not set; "
+                               f"pass --set {name}=...", shown)
         try:
             params = self.attach_schemas(probe, shown)
             invalid = self.validate(probe, params)

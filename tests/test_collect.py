@@ -283,3 +283,12 @@ def test_probes_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "max_hits (integer, default 1000)" in capsys.readouterr().out
     assert main(["probes", "git.dif"]) == 3
     assert "did you mean 'git.diff'" in capsys.readouterr().err
+
+
+def test_a_parameter_from_an_unset_input_names_the_input(tmp_path: Path) -> None:
+    rb = rulebook({"base": {"uses": "git.ancestry",
+                            "with": {"path": ".", "ancestor": "${inputs.afd_base}", "descendant": "HEAD"}}},
+                  inputs={"afd_base": {"type": "string"}})
+    fact = run(rb, tmp_path, inputs={"afd_base": None})["base"]
+    assert code(fact) == "params.missing_input"
+    assert message(fact) == "parameter 'ancestor' comes from input 'afd_base', which is not set; pass --set afd_base=..."
