@@ -349,7 +349,7 @@ def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
 
 
 def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
-    status, pid, blocker = rec["status"], rec["phase"], rec["blocker"]
+    status, pid = rec["status"], rec["phase"]
     if status == "PASS":
         later = runnable[runnable.index(pid) + 1:] if pid in runnable else []
         return f"proceed to {later[0]}" if later else f"none: mode {ctx.mode} is complete"
@@ -357,11 +357,12 @@ def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Select
         if sel.phases.get(pid) is not None:
             return f"none in mode {ctx.mode}"
         return f"none until {rec['reason'].removeprefix('gated by ').split('=')[0].split(' ')[0]} passes"
+    # The blocker has its own field; the action says what to do about it without repeating it.
     if status == "FAIL":
-        return f"fix what {pid} reports, then evaluate again: {blocker}"
+        return f"fix what {pid} reports, then evaluate again"
     if status == "STOPPED":
-        return f"stop and report the required decision: {blocker}"
-    return f"resolve the blocker, then evaluate again: {blocker}"
+        return "stop here and report the decision the blocker asks for"
+    return f"resolve {pid}'s blocker, then evaluate again"
 
 
 def _exit_code(records: list[Rec], sel: Selection) -> int:
