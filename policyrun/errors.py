@@ -90,7 +90,3 @@ class FindingSink:
     def add(self, code: str, message: str, location: Location, *, severity: Severity = "error",
             node: str = "") -> None:
         self.findings.append(Finding(code, message, location, severity, node))
-
-    @property
-    def has_errors(self) -> bool:
-        return any(f.severity == "error" for f in self.findings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +144,3 @@ def merge_facts(snapshots: Iterable[tuple[str, FactsSnapshot]]) -> FactsSnapshot
             merged.setdefault(key, fact)
             origin.setdefault(key, name)
     return FactsSnapshot(facts=dict(sorted(merged.items())))
-
-
-def fact_from_mapping(probe: str, kind: str, value: Any = None, error: Mapping[str, str] | None = None) -> Fact:
-    """Convenience for tests and hand-written facts."""
-    err = FactError(**error) if error else None
-    return Fact(value=None if err else value, error=err,
-                provenance=Provenance(probe=probe, kind=kind, error=err))

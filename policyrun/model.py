@@ -12,8 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FORMAT_VERSION = 1
-
 Status = Literal["PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED"]
 STATUSES: tuple[str, ...] = ("PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED")
 FailStatus = Literal["FAIL", "BLOCKED", "STOPPED"]

@@ -11,7 +11,6 @@ import hashlib
 import types
 import typing
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +69,6 @@ class LoadedRulebook:
     @property
     def directory(self) -> Path:
         return self.path.resolve().parent
-
-    @cached_property
-    def phase_index(self) -> dict[str, int]:
-        return {p.id: i for i, p in enumerate(self.model.phases)}
 
 
 def display_name(path: Path) -> str:
