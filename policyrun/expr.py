@@ -64,8 +64,11 @@ def _env() -> Any:
     dyn_map = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
     variables = {name: dyn_map for name in VARIABLES}
     variables["mode"] = cel.Type.STRING
+    from policyrun.functions import declarations
+
     return cel.NewEnv(variables=variables,
-                      extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()])
+                      extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
+                      functions=declarations())
 
 
 _CEL_ERROR = re.compile(r"<input>:(\d+):(\d+): (.*?)(?:\n|$)")
