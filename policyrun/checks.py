@@ -24,6 +24,8 @@ class ExprSite:
     offset: int  # offset of the expression inside the node's string (templates)
     condition: bool  # must be a bool
     phase_index: int | None  # phase that owns it (for `phases.X` ordering), None for verdicts
+    violations: bool = False  # may read `violations` (an evidence with a violations list)
+    derived: str | None = None  # the derive id when this is a derived value's expression
 
 
 def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
@@ -31,10 +33,10 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
     model = rb.model
     styles = rb.source.styles
 
-    def conditions(value: str, path: NodePath, phase: int | None) -> Iterator[ExprSite]:
-        yield ExprSite(value, path, 0, True, phase)
+    def conditions(value: str, path: NodePath, phase: int | None, violations: bool = False) -> Iterator[ExprSite]:
+        yield ExprSite(value, path, 0, True, phase, violations)
 
-    def templates(value: Any, path: NodePath, phase: int | None) -> Iterator[ExprSite]:
+    def templates(value: Any, path: NodePath, phase: int | None, violations: bool = False) -> Iterator[ExprSite]:
         if isinstance(value, str):
             if "${" not in value:
                 return
@@ -45,13 +47,16 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
                 return
             for seg in segments:
                 if seg.is_expr:
-                    yield ExprSite(seg.text, path, seg.offset, False, phase)
+                    yield ExprSite(seg.text, path, seg.offset, False, phase, violations)
         elif isinstance(value, dict):
             for k, v in value.items():
-                yield from templates(v, (*path, k), phase)
+                yield from templates(v, (*path, k), phase, violations)
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                yield from templates(v, (*path, i), phase)
+                yield from templates(v, (*path, i), phase, violations)
+
+    for did, spec in model.derive.items():
+        yield ExprSite(spec.value, ("derive", did, "value"), 0, False, None, derived=did)
 
     for name, mode in model.modes.items():
         for i, entry in enumerate(mode.phases):
@@ -70,12 +75,20 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
         for j, stop in enumerate(phase.stop_when):
             yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi)
             yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi)
+            if stop.next:
+                yield from templates(stop.next, (*base, "stop_when", j, "next"), pi)
         for j, ev in enumerate(phase.evidence):
-            yield from conditions(ev.check, (*base, "evidence", j, "check"), pi)
+            has_violations = ev.violations is not None
+            if ev.violations is not None:
+                yield ExprSite(ev.violations, (*base, "evidence", j, "violations"), 0, False, pi)
+            if ev.check is not None:
+                yield from conditions(ev.check, (*base, "evidence", j, "check"), pi, has_violations)
             if ev.applies_when:
                 yield from conditions(ev.applies_when, (*base, "evidence", j, "applies_when"), pi)
             if ev.message:
-                yield from templates(ev.message, (*base, "evidence", j, "message"), pi)
+                yield from templates(ev.message, (*base, "evidence", j, "message"), pi, has_violations)
+            if ev.next:
+                yield from templates(ev.next, (*base, "evidence", j, "next"), pi, has_violations)
         for status, text in phase.next.items():
             yield from templates(text, (*base, "next", status), pi)
     for vi, verdict in enumerate(model.verdicts):
@@ -227,6 +240,7 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
     model = rb.model
     phase_ids = [p.id for p in model.phases]
     used_probes: set[str] = set()
+    used_derived: set[str] = set()
     for site in expression_sites(rb):
         text = rb.source.styles.get(site.path)
         if not site.source.strip():
@@ -244,6 +258,12 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             sink.add(exc.code, f"{exc.message} ({at} of `{site.source.strip()}`)", where,
                      node=node_path_text(site.path))
             continue
+        if "violations" in compiled.roots and not site.violations:
+            _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only an evidence check, message "
+                 "or next action of an evidence with a `violations:` list can read")
+        if site.derived is not None and "phases" in compiled.roots:
+            _ref(rb, sink, site, "phases", "L020", "derived values cannot read phases (they are computed from "
+                 "facts before any phase is decided)")
         for read in compiled.reads:
             parts = read.split(".")
             root = parts[0]
@@ -259,6 +279,11 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
                 _ref(rb, sink, site, read, "L001", f"reads undeclared input {name!r}{_hint(name, list(model.inputs))}")
             elif root == "vars" and name not in model.vars:
                 _ref(rb, sink, site, read, "L002", f"reads undeclared var {name!r}{_hint(name, list(model.vars))}")
+            elif root == "derived":
+                used_derived.add(name)
+                if name not in model.derive:
+                    _ref(rb, sink, site, read, "L022", f"reads derived.{name}, but no derived value {name!r} is "
+                         f"declared under `derive`{_hint(name, list(model.derive))}")
             elif root == "phases":
                 if name not in phase_ids:
                     _ref(rb, sink, site, read, "L004", f"reads unknown phase {name!r}{_hint(name, phase_ids)}")
@@ -269,6 +294,10 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
         if pid not in used_probes:
             _add(sink, rb, "L010", f"probe {pid!r} is collected but no check reads facts.{pid}",
                  ("probes", pid), key=True, severity="warning")
+    for did in model.derive:
+        if did not in used_derived:
+            _add(sink, rb, "L025", f"derived value {did!r} is computed but nothing reads derived.{did}",
+                 ("derive", did), key=True, severity="warning")
 
 
 def _position(rb: LoadedRulebook, site: ExprSite, line: int, col: int) -> Any:
@@ -278,29 +307,68 @@ def _position(rb: LoadedRulebook, site: ExprSite, line: int, col: int) -> Any:
 
 
 def _ref(rb: LoadedRulebook, sink: FindingSink, site: ExprSite, read: str, code: str, message: str) -> None:
-    idx = site.source.find(read.split(".")[0] + "." + read.split(".")[1]) if "." in read else -1
-    where = _position(rb, site, 1, idx + 1) if idx >= 0 and "\n" not in site.source[:idx] else rb.locate(site.path)
+    """A finding at the position where the expression reads `read` (from the syntax tree)."""
+    text = site.source if site.condition else site.source.strip()
+    lead = len(site.source) - len(site.source.lstrip()) if not site.condition else 0
+    try:
+        at = compile_expr(text).column_of(read)
+    except ExprError:
+        at = None
+    if at is None:
+        where = rb.locate(site.path)
+    else:
+        line, col = at
+        where = _position(rb, site, line, col + (lead if line == 1 else 0))
     sink.add(code, message, where, node=node_path_text(site.path))
 
 
 def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
-    graph: dict[str, list[str]] = {pid: [] for pid in rb.model.probes}
+    """Probes and derived values form one dependency graph: a probe's parameters may read facts
+    and derived values, a derived value reads facts and other derived values. A cycle cannot be
+    collected or computed."""
+    model = rb.model
+    graph: dict[str, list[str]] = {f"facts.{pid}": [] for pid in model.probes}
+    graph.update({f"derived.{did}": [] for did in model.derive})
     for site in expression_sites(rb):
-        if site.path[:1] != ("probes",) or not site.source.strip():
+        owner: str
+        if site.path[:1] == ("probes",):
+            owner = f"facts.{site.path[1]}"
+        elif site.derived is not None:
+            owner = f"derived.{site.derived}"
+        else:
+            continue
+        if not site.source.strip():
             continue
         try:
             compiled = compile_expr(site.source.strip())
         except ExprError:
             continue
-        pid = str(site.path[1])
-        graph[pid].extend(d for d in compiled.fact_ids() if d in graph)
-        if "phases" in compiled.roots:
-            _add(sink, rb, "L020", "probe parameters cannot read phases (facts are collected before any "
-                 "phase is decided)", site.path)
+        graph[owner].extend(f"facts.{d}" for d in compiled.fact_ids() if f"facts.{d}" in graph)
+        graph[owner].extend(f"derived.{d}" for d in compiled.derived if f"derived.{d}" in graph)
+        if site.path[:1] == ("probes",):
+            if "phases" in compiled.roots:
+                _add(sink, rb, "L020", "probe parameters cannot read phases (facts are collected before any "
+                     "phase is decided)", site.path)
+            spec = model.probes[str(site.path[1])]
+            if spec.uses == "const" and (compiled.fact_ids() or compiled.reads_all_facts):
+                _add(sink, rb, "L026", f"const probe {site.path[1]!r} computes a value from facts; move it to "
+                     "`derive:` (read as derived.<id>) so it is recomputed from the facts at every evaluation "
+                     "and replay, instead of frozen into the snapshot", ("probes", site.path[1]), key=True,
+                     severity="warning")
     cycle = _find_cycle(graph)
     if cycle:
-        _add(sink, rb, "L021", f"probes depend on each other in a cycle: {' → '.join(cycle)}",
-             ("probes", cycle[0]), key=True)
+        text = " → ".join(cycle)
+        if cycle[0].startswith("derived."):
+            _add(sink, rb, "L024", f"derived values depend on each other in a cycle: {text}",
+                 ("derive", cycle[0].split(".", 1)[1]), key=True)
+        else:
+            _add(sink, rb, "L021", f"probes depend on each other in a cycle: {text}",
+                 ("probes", cycle[0].split(".", 1)[1]), key=True)
+    for did, spec in model.derive.items():
+        for k, mode_name in enumerate(spec.modes or []):
+            if mode_name not in model.modes:
+                _add(sink, rb, "L013", f"derived value {did!r} names unknown mode {mode_name!r}"
+                     f"{_hint(mode_name, list(model.modes))}", ("derive", did, "modes", k))
 
 
 def _check_inputs(rb: LoadedRulebook, sink: FindingSink) -> None:

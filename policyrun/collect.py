@@ -60,17 +60,41 @@ class Plan:
     problems: dict[str, FactError]  # probes that fail before running, whatever the facts
 
 
-def _reads(spec: ProbeSpec) -> tuple[set[str], FactError | None]:
+def derived_closure(rulebook: Rulebook, names: set[str]) -> set[str]:
+    """`names` and every derived value they read, transitively."""
+    out: set[str] = set()
+    todo = [n for n in names if n in rulebook.derive]
+    while todo:
+        did = todo.pop()
+        if did in out:
+            continue
+        out.add(did)
+        try:
+            todo.extend(d for d in compile_expr(rulebook.derive[did].value).derived if d in rulebook.derive)
+        except ExprError:
+            pass
+    return out
+
+
+def _reads(spec: ProbeSpec, rulebook: Rulebook) -> tuple[set[str], FactError | None]:
+    """Probe ids whose facts the parameters read, directly or through derived values."""
     reads: set[str] = set()
+    derived: set[str] = set()
     for expr, _ in template_exprs(spec.with_):
         try:
             compiled = compile_expr(expr.strip())
         except ExprError as exc:
             return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}`: {exc.message}")
-        if "facts" in compiled.reads:
+        if compiled.reads_all_facts:
             return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}` reads every "
                                                                          "fact; name the one it needs (facts.<id>)")
         reads |= compiled.fact_ids()
+        derived |= set(compiled.derived)
+    for did in derived_closure(rulebook, derived):
+        try:
+            reads |= compile_expr(rulebook.derive[did].value).fact_ids()
+        except ExprError:
+            pass
     return reads, None
 
 
@@ -80,7 +104,7 @@ def plan(rulebook: Rulebook, mode: str, only: set[str] | None = None) -> Plan:
     deps: dict[str, frozenset[str]] = {}
     problems: dict[str, FactError] = {}
     for pid, spec in in_mode.items():
-        reads, problem = _reads(spec)
+        reads, problem = _reads(spec, rulebook)
         unknown = sorted(r for r in reads if r not in rulebook.probes)
         outside = sorted(r for r in reads if r in rulebook.probes and r not in in_mode)
         if problem is None and unknown:
@@ -355,7 +379,11 @@ class _Collection:
         if probe is None:
             return _error_fact(pid, spec, "probe.unknown_kind", f"no probe kind {spec.uses!r} is registered; "
                                                                 "`policyrun probes` lists the kinds", raw)
-        variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode}
+        variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
+                     "derived": {}}
+        derived_problem = self.derive_for(raw, variables)
+        if derived_problem is not None:
+            return _error_fact(pid, spec, "dependency.failed", derived_problem, raw)
         try:
             shown = interpolate(raw, variables)
         except (InterpolationError, ExprError) as exc:
@@ -383,6 +411,27 @@ class _Collection:
                                f"needs permission {denied[0]!r} ({what}), which mode {self.mode!r} does not grant; "
                                f"run it in a mode whose permissions set {denied[0]}: true", shown)
         return _Job(probe, params, shown)
+
+    def derive_for(self, raw: Mapping[str, Any], variables: dict[str, Any]) -> str | None:
+        """Compute the derived values a probe's parameters read (and what they read) from the facts
+        collected so far, into variables["derived"]; or say why one has no value."""
+        wanted: set[str] = set()
+        for expr, _ in template_exprs(raw):
+            try:
+                wanted |= set(compile_expr(expr.strip()).derived)
+            except ExprError:
+                pass
+        if not wanted:
+            return None
+        from policyrun.interpreter import EvalContext, derive_values
+
+        snapshot = FactsSnapshot.model_construct(facts=dict(self.facts))
+        ctx = EvalContext(self.rulebook, self.mode, self.inputs, snapshot, variables=variables)
+        derive_values(ctx, only=derived_closure(self.rulebook, wanted))
+        for did in sorted(wanted):
+            if did in ctx.derived_errors:
+                return f"reads derived.{did}, which has no value: {ctx.derived_errors[did]}"
+        return None
 
     def attach_schemas(self, probe: Probe, params: dict[str, Any]) -> dict[str, Any]:
         """Replace a schema parameter naming a rulebook `schemas:` entry by the entry; anchor paths."""

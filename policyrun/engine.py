@@ -40,7 +40,15 @@ def check_locations(rb: LoadedRulebook) -> dict[str, str]:
         for j, _ in enumerate(phase.stop_when):
             out[f"phase.{phase.id}.stop_when.{j}"] = str(rb.locate((*base, "stop_when", j)))
         for j, ev in enumerate(phase.evidence):
-            out[f"phase.{phase.id}.evidence.{ev.id}"] = str(rb.locate((*base, "evidence", j)))
+            key = f"phase.{phase.id}.evidence.{ev.id}"
+            out[key] = str(rb.locate((*base, "evidence", j)))
+            for part in ("check", "violations", "applies_when"):
+                if getattr(ev, part) is not None:
+                    out[f"{key}.{part}"] = str(rb.locate((*base, "evidence", j, part)))
+    for did in rb.model.derive:
+        out[f"derive.{did}"] = str(rb.locate(("derive", did, "value")))
+    for i, verdict in enumerate(rb.model.verdicts):
+        out[f"verdict.{verdict.id}"] = str(rb.locate(("verdicts", i, "when")))
     return out
 
 

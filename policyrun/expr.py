@@ -1,9 +1,11 @@
 """CEL conditions and `${ <cel> }` interpolation, behind one small interface.
 
 Everything the rest of policyrun knows about CEL is here: compile once (type-checked against
-the declared variables), evaluate, and list the variable paths an expression reads. The paths
-serve three consumers: lint (undeclared references), the interpreter (a read of a missing fact
-is UNKNOWN, never false) and the trace (the values each check saw).
+the declared variables, with the function library of `policyrun.functions`), evaluate, classify
+evaluation errors, and list the variable paths an expression reads. The paths come from the
+checked syntax tree the runtime itself produced (`policyrun.celast`), and serve three consumers:
+lint (undeclared references, fact paths checked against probe fact schemas), the interpreter (a
+read of a missing fact is UNKNOWN, never false) and the trace (the values each check saw).
 """
 
 from __future__ import annotations
@@ -12,10 +14,15 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
-VARIABLES = ("facts", "inputs", "vars", "mode", "phases")
+from policyrun.celast import CheckedAst, PathRead, parse_serialized, variable_reads
+from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
+
+# `violations` is bound only while an evidence's own check and message are evaluated.
+VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations")
+_ROOTS = frozenset(VARIABLES)
 
 _MISSING = object()
 
@@ -36,20 +43,43 @@ class Compiled:
     source: str
     program: Any
     result_type: str
-    reads: tuple[str, ...]  # dotted paths rooted at one of VARIABLES, in order of appearance
+    serialized: bytes
+    reads: tuple[str, ...]  # dotted paths rooted at one of VARIABLES, in source order
+    read_parts: tuple[tuple[str, ...], ...]  # the same paths as parts (keys may contain dots)
     roots: frozenset[str] = frozenset()
     facts: frozenset[str] = frozenset()  # probe ids read as `facts.<id>...`
-    reads_all_facts: bool = False  # `facts` itself is read (e.g. `facts[x]`): bind every fact
+    derived: frozenset[str] = frozenset()  # derived ids read as `derived.<id>...`
+    reads_all_facts: bool = False  # `facts[x]` with a computed key: bind every fact
 
     def fact_ids(self) -> frozenset[str]:
         """Probe ids whose facts this expression reads (`facts.<id>...`)."""
         return self.facts
 
+    @cached_property
+    def ast(self) -> CheckedAst:
+        return parse_serialized(self.serialized)
+
+    @cached_property
+    def path_reads(self) -> list[PathRead]:
+        """Every path read with its syntax-tree node (for positions)."""
+        return variable_reads(self.ast, _ROOTS)
+
+    def column_of(self, read: str) -> tuple[int, int] | None:
+        """(line, column) inside the source where the first read of `read` (or its prefix) starts."""
+        for r in self.path_reads:
+            if r.path == read or r.path.startswith(read + "."):
+                return self.ast.location(r.root_id)
+        return None
+
 
 @dataclass(frozen=True)
 class Outcome:
     value: Any = None
-    error: str | None = None  # evaluation error text (no such key, no matching overload, ...)
+    error: str | None = None  # evaluation error text, cleaned of the runtime's status prefixes
+    # What kind of error: "missing_key" (a key or field that is not there), "unknown" (the rulebook
+    # called unknown("why")), "limit" (a documented size bound), "budget" (the runtime's
+    # iteration budget), "error" (anything else: a type error, a bad argument).
+    kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,11 +91,12 @@ def _env() -> Any:
     from cel_expr_python import cel
     from cel_expr_python.ext import ext_math, ext_optional, ext_strings
 
+    from policyrun.functions import declarations
+
     dyn_map = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
     variables = {name: dyn_map for name in VARIABLES}
     variables["mode"] = cel.Type.STRING
-    from policyrun.functions import declarations
-
+    variables["violations"] = cel.Type.List(cel.Type.DYN)
     return cel.NewEnv(variables=variables,
                       extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
                       functions=declarations())
@@ -83,8 +114,13 @@ def _parse_cel_error(text: str) -> ExprError:
         return ExprError("X001", msg, line, col)
     if msg.startswith("undeclared reference"):
         msg = msg.replace(" (in container '')", "")
-        return ExprError("X003", f"{msg}; conditions may read only {', '.join(VARIABLES)}", line, col)
+        return ExprError("X003", f"{msg}; conditions may read only {', '.join(VARIABLES[:-1])}", line, col)
     return ExprError("X002", f"type error: {msg}", line, col)
+
+
+# Expressions longer than this are refused at compile time: the runtime's parser recurses, and a
+# rulebook is policy text a person reads, not generated data.
+MAX_EXPRESSION_CHARS = 20_000
 
 
 @cache
@@ -92,15 +128,22 @@ def compile_expr(source: str) -> Compiled:
     """Compile and type-check; raises ExprError with the position inside `source`."""
     if not source.strip():
         raise ExprError("X001", "empty expression")
+    if len(source) > MAX_EXPRESSION_CHARS:
+        raise ExprError("X001", f"expression of {len(source)} characters; the limit is {MAX_EXPRESSION_CHARS} "
+                                "(move the computation into `derive` values or a probe)")
     try:
         program = _env().compile(source)
     except RuntimeError as exc:
         raise _parse_cel_error(str(exc)) from None
-    reads = tuple(dict.fromkeys(_reads(source)))
-    return Compiled(source, program, program.return_type().name(), reads,
-                    roots=frozenset(p.split(".", 1)[0] for p in reads),
-                    facts=frozenset(p.split(".")[1] for p in reads if p.startswith("facts.")),
-                    reads_all_facts="facts" in reads)
+    serialized = program.serialize()
+    reads = [r for r in variable_reads(parse_serialized(serialized), _ROOTS)]
+    parts = tuple(dict.fromkeys(r.parts for r in reads))
+    paths = tuple(".".join(p) for p in parts)
+    return Compiled(source, program, program.return_type().name(), serialized, paths, parts,
+                    roots=frozenset(p[0] for p in parts),
+                    facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
+                    derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
+                    reads_all_facts=any(r.parts == ("facts",) for r in reads))
 
 
 def compile_condition(source: str) -> Compiled:
@@ -111,33 +154,74 @@ def compile_condition(source: str) -> Compiled:
     return compiled
 
 
-def evaluate(compiled: Compiled, variables: Mapping[str, Any]) -> Outcome:
-    """Evaluate with only the variables (and facts) the expression reads bound.
+def bind(compiled: Compiled, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The variables an expression reads, and only those facts and derived values it reads.
 
-    Binding only what is read keeps a check's cost independent of the snapshot's size: the CEL
-    runtime converts every bound Python value, so binding 50,000 facts per check would dominate.
+    Binding only what is read keeps an expression's cost independent of the snapshot's size: the
+    CEL runtime converts every bound Python value.
     """
     data: dict[str, Any] = {}
-    for root in VARIABLES:
-        if root not in compiled.roots:
-            continue
-        value = variables.get(root, "" if root == "mode" else {})
+    for root in compiled.roots:
+        value = variables.get(root, "" if root == "mode" else ([] if root == "violations" else {}))
         if root == "facts" and not compiled.reads_all_facts:
             value = {k: value[k] for k in compiled.facts if k in value}
+        elif root == "derived":
+            value = {k: value[k] for k in compiled.derived if k in value}
         data[root] = value
+    return data
+
+
+def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
+    """Evaluate with only what the expression reads bound, or against a prepared activation
+    (`make_activation`) whose conversions are shared by every expression that uses it."""
     try:
-        result = compiled.program.eval(data=data)
+        if activation is not None:
+            result = compiled.program.eval(activation)
+        else:
+            result = compiled.program.eval(data=bind(compiled, variables))
     except RuntimeError as exc:
-        return Outcome(error=str(exc))
+        return _error_outcome(str(exc))
     if result.type().name() == "ERROR":
-        return Outcome(error=str(result.value()))
-    return Outcome(value=result.plain_value())
+        return _error_outcome(str(result.value()))
+    try:
+        return Outcome(value=result.plain_value())
+    except (TypeError, AssertionError):  # an optional or type value that has no plain form
+        return Outcome(error="the expression produced a value with no plain form (an optional? add "
+                             ".orValue(...))", kind="error")
 
 
-def lookup(variables: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted path, or `MISSING`."""
+def make_activation(variables: Mapping[str, Any]) -> Any:
+    """One binding shared by many evaluations: the runtime converts each variable on first use
+    and keeps the result, so a fact read by a hundred checks is converted once. The variables
+    must not change afterwards (the conversion is a snapshot)."""
+    return _env().Activation(data=dict(variables))
+
+
+_STATUS_PREFIX = re.compile(r"^(?:[A-Z_]+: )+")
+_NOT_FOUND = re.compile(r'(?:Key not found in map|No such key)\s*:?\s*"?(.*?)"?\s*(?:\[[A-Z_]+\])?$')
+
+
+def _error_outcome(text: str) -> Outcome:
+    text = _STATUS_PREFIX.sub("", text.strip())
+    text = re.sub(r"\s*\[[A-Z_]+\]$", "", text)
+    if UNKNOWN_MARKER in text:
+        return Outcome(error=text.split(UNKNOWN_MARKER, 1)[1].strip(), kind="unknown")
+    if LIMIT_MARKER in text:
+        return Outcome(error=text.split(LIMIT_MARKER, 1)[1].strip(), kind="limit")
+    if "Iteration budget exceeded" in text:
+        return Outcome(error="the expression iterates more than the runtime's budget of 10,000 comprehension "
+                             "steps; compute it with library functions (group_by, index_by, join, where) in "
+                             "`derive` instead of nested comprehensions", kind="budget")
+    found = _NOT_FOUND.search(text)
+    if found is not None:
+        return Outcome(error=f'no key "{found.group(1)}"', kind="missing_key")
+    return Outcome(error=text, kind="error")
+
+
+def lookup(variables: Mapping[str, Any], path: str | tuple[str, ...]) -> Any:
+    """The value at a dotted path (or a tuple of parts), or `MISSING`."""
     node: Any = variables
-    for part in path.split("."):
+    for part in (path.split(".") if isinstance(path, str) else path):
         # Exact type checks: facts are JSON data (dict/list), and ABC isinstance checks are
         # measurably slow on the per-check hot path.
         kind = type(node)
@@ -154,63 +238,6 @@ def lookup(variables: Mapping[str, Any], path: str) -> Any:
 
 def is_missing(value: Any) -> bool:
     return value is _MISSING
-
-
-# --- reading paths out of CEL source ---------------------------------------------------------
-
-_TOKEN = re.compile(r"""
-    (?P<ws>\s+)
-  | (?P<string>[rRbB]{0,2}(?:'''(?:.|\n)*?'''|\"\"\"(?:.|\n)*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?[uU]?)
-  | (?P<op>.)
-""", re.VERBOSE)
-
-
-def _tokens(source: str) -> Iterator[tuple[str, str]]:
-    for m in _TOKEN.finditer(source):
-        kind = m.lastgroup or "op"
-        if kind != "ws":
-            yield kind, m.group()
-
-
-def _string_value(literal: str) -> str | None:
-    body = literal.lstrip("rRbB")
-    if body[:3] in ("'''", '"""'):
-        return body[3:-3]
-    inner = body[1:-1]
-    return None if "\\" in inner else inner
-
-
-def _reads(source: str) -> Iterator[str]:
-    toks = list(_tokens(source))
-    i = 0
-    while i < len(toks):
-        kind, text = toks[i]
-        prev = toks[i - 1][1] if i else ""
-        if kind == "ident" and text in VARIABLES and prev != ".":
-            parts = [text]
-            j = i + 1
-            while j < len(toks):
-                if toks[j][1] == "." and j + 1 < len(toks) and toks[j + 1][0] == "ident":
-                    # `.name(` is a method call on the path so far, not a field.
-                    if j + 2 < len(toks) and toks[j + 2][1] == "(":
-                        break
-                    parts.append(toks[j + 1][1])
-                    j += 2
-                elif toks[j][1] == "." and j + 2 < len(toks) and toks[j + 1][1] == "?" and toks[j + 2][0] == "ident":
-                    parts.append(toks[j + 2][1])  # optional field selection `a.?b`
-                    j += 3
-                elif (toks[j][1] == "[" and j + 2 < len(toks) and toks[j + 1][0] == "string"
-                      and toks[j + 2][1] == "]" and _string_value(toks[j + 1][1]) is not None):
-                    parts.append(_string_value(toks[j + 1][1]) or "")
-                    j += 3
-                else:
-                    break
-            yield ".".join(parts)
-            i = j
-        else:
-            i += 1
 
 
 # --- `${ <cel> }` interpolation --------------------------------------------------------------

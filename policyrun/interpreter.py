@@ -1,13 +1,15 @@
 """The gated phase interpreter: rulebook + inputs + facts in, trace out. Pure: no I/O.
 
-Order of decisions for each phase (docs/semantics.md has the full rules):
+Before any phase, the rulebook's `derive` values are computed from the facts in dependency
+order (docs/semantics.md, "Derived values"). Then, for each phase (the full rules are in
+docs/semantics.md):
 1. not in the mode, or its mode `when` is false  → SKIPPED ("outside mode M")
 2. a required earlier phase did not PASS          → SKIPPED ("gated by X=STATUS")
 3. a precondition does not hold (or is unknown)   → BLOCKED, naming the condition
 4. the first stop condition that holds            → its status (STOPPED by default)
 5. evidence checks; the most severe outcome wins  → STOPPED > BLOCKED > FAIL, else PASS
-Fail closed: a check that reads a missing or failed fact is UNKNOWN, never SATISFIED, and an
-evaluation error is never a pass.
+Fail closed: a check that reads a missing or failed fact (or a derived value that could not be
+computed) is UNKNOWN, never SATISFIED, and an evaluation error is never a pass.
 
 Records are built as plain dicts and validated into the `Trace` model once, at the end: one
 pass of pydantic's Rust validator costs far less than constructing thousands of models one by
@@ -19,14 +21,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
-from policyrun.expr import (ExprError, compile_condition, evaluate, interpolate_text, is_missing,
-                            lookup)
+from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr, evaluate, interpolate_text,
+                            is_missing, lookup, make_activation)
 from policyrun.facts import FactsSnapshot
 from policyrun.model import MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
@@ -35,6 +36,23 @@ Rec = dict[str, Any]  # a phase or check record as a dict, validated once into t
 
 SEVERITY = {"FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
 _MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha256 pins them
+# Roots whose value changes while phases are evaluated, so expressions reading them are bound
+# per evaluation instead of through the shared activation.
+_LIVE_ROOTS = frozenset({"phases", "violations"})
+
+
+class Guard(Protocol):
+    """Watches expression evaluation (policyrun.guard runs it in a child it can stop)."""
+
+    def enter(self, key: str) -> str | None:
+        """Called before each CEL evaluation; returns why the expression must not run (it ran
+        past a bound in an earlier attempt), or None."""
+        ...
+
+
+class _NoGuard:
+    def enter(self, key: str) -> str | None:
+        return None
 
 
 @dataclass
@@ -45,6 +63,10 @@ class EvalContext:
     facts: FactsSnapshot
     locations: Mapping[str, str] = field(default_factory=dict)  # node key → "file:line:col"
     variables: dict[str, Any] = field(default_factory=dict)
+    derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
+    derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
+    guard: Guard = field(default_factory=_NoGuard)
+    activation: Any = None
 
 
 @dataclass
@@ -56,26 +78,50 @@ class CheckOutcome:
     error: bool = False  # an evaluation error (not a missing fact): never tolerated as UNKNOWN
 
 
+@dataclass
+class ValueOutcome:
+    """A value expression's result (derived values, violations)."""
+
+    value: Any
+    reads: list[Rec]
+    facts: list[str]
+    message: str | None = None  # why there is no value
+    error: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.message is None
+
+
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
-                      generated_at: str | None = None) -> Trace:
+                      generated_at: str | None = None, guard: Guard | None = None,
+                      notes: Mapping[str, Any] | None = None) -> Trace:
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
     # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at)
+        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, guard, notes)
     finally:
         if enabled:
             gc.enable()
 
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
-              rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None) -> Trace:
-    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
+              rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
+              guard: Guard | None, notes: Mapping[str, Any] | None) -> Trace:
+    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, guard=guard or _NoGuard())
     phases_var: dict[str, dict[str, Any]] = {}
-    ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars),
-                     "mode": mode, "phases": phases_var}
+    fact_values = facts.values()
+    ctx.variables = {"facts": fact_values, "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
+                     "phases": phases_var, "derived": {}}
+    derived = derive_values(ctx)
+    # One shared binding for every expression that does not read `phases` or `violations`: the
+    # runtime converts each fact once, however many checks read it. Facts of probes the rulebook
+    # does not declare are left out, so a large foreign snapshot costs nothing.
+    ctx.activation = make_activation({**ctx.variables, "facts": {k: v for k, v in fact_values.items()
+                                                                 if k in rulebook.probes}})
     selected = _mode_selection(ctx)
     records: list[Rec] = []
     by_id: dict[str, Rec] = {}
@@ -87,12 +133,75 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     _next_actions(ctx, records, selected)
     exit_code = _exit_code(records, selected)
     verdict = _verdict(ctx, records, exit_code)
-    provenance = {pid: facts.facts[pid].provenance for rec in records for chk in rec["evidence"]
-                  for pid in chk["facts"] if pid in facts.facts}
+    backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
+    backing |= {pid for d in derived for pid in d["facts"]}
+    backing |= {pid for chk in verdict.get("conditions", []) for pid in chk["facts"]}
+    provenance = {pid: facts.facts[pid].provenance for pid in backing if pid in facts.facts}
     return Trace.model_validate({
         "generated_at": generated_at, "rulebook": rulebook_ref, "mode": mode, "inputs": dict(inputs),
-        "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "phases": records, "verdict": verdict,
-        "exit_code": exit_code, "provenance": dict(sorted(provenance.items()))})
+        "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "derived": derived, "phases": records,
+        "verdict": verdict, "exit_code": exit_code, "provenance": dict(sorted(provenance.items())),
+        **(notes or {})})
+
+
+# --- derived values ---------------------------------------------------------------------------
+
+def derive_order(rulebook: Rulebook) -> list[str]:
+    """Derived ids in dependency order (lint rejects cycles; a cycle here keeps rulebook order)."""
+    deps: dict[str, set[str]] = {}
+    for did, spec in rulebook.derive.items():
+        try:
+            deps[did] = set(compile_expr(spec.value).derived) & set(rulebook.derive)
+        except ExprError:
+            deps[did] = set()
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(did: str) -> None:
+        if state.get(did):
+            return
+        state[did] = 1
+        for dep in sorted(deps[did]):
+            if not state.get(dep):
+                visit(dep)
+        state[did] = 2
+        order.append(did)
+
+    for did in rulebook.derive:
+        visit(did)
+    return order
+
+
+def derive_values(ctx: EvalContext, only: set[str] | None = None) -> list[Rec]:
+    """Compute derived values in dependency order into ctx.variables["derived"]; one trace record
+    each. A value whose expression reads a missing fact (or a derived value without one) has no
+    value either, and its record says why."""
+    records: list[Rec] = []
+    values = ctx.variables["derived"]
+    for did in derive_order(ctx.rulebook):
+        if only is not None and did not in only:
+            continue
+        spec = ctx.rulebook.derive[did]
+        key = f"derive.{did}"
+        rec: Rec = {"id": did, "expression": spec.value, "location": ctx.locations.get(key)}
+        if spec.modes is not None and ctx.mode not in spec.modes:
+            ctx.derived_errors[did] = f"not derived in mode {ctx.mode} (its modes: {', '.join(spec.modes)})"
+            records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": True,
+                            "reads": [], "facts": []})
+            continue
+        outcome = _run_value(ctx, spec.value, key)
+        facts = sorted(set(outcome.facts) | {p for d in compile_expr(spec.value).derived
+                                             for p in ctx.derived_facts.get(d, [])})
+        ctx.derived_facts[did] = facts
+        if outcome.ok:
+            values[did] = outcome.value
+            records.append({**rec, "value": _summarise(outcome.value), "error": None, "missing": False,
+                            "reads": outcome.reads, "facts": facts})
+        else:
+            ctx.derived_errors[did] = outcome.message or "could not be computed"
+            records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": not outcome.error,
+                            "reads": outcome.reads, "facts": facts})
+    return records
 
 
 # --- mode selection ---------------------------------------------------------------------------
@@ -116,9 +225,9 @@ def _mode_selection(ctx: EvalContext) -> Selection:
         if entry.when is None:
             out[phase.id] = None
             continue
-        outcome = _run_check(ctx, entry.when)
-        checks[phase.id] = _record(ctx, f"mode.{phase.id}", "mode_selection", entry.when, outcome,
-                                   f"modes.{ctx.mode}.{phase.id}.when")
+        key = f"modes.{ctx.mode}.{phase.id}.when"
+        outcome = _run_check(ctx, entry.when, key)
+        checks[phase.id] = _record(ctx, f"mode.{phase.id}", "mode_selection", entry.when, outcome, key)
         if outcome.result == "SATISFIED":
             out[phase.id] = None
         elif outcome.result == "UNSATISFIED":
@@ -133,9 +242,12 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> Rec:
     loc = ctx.locations.get(f"phase.{phase.id}")
 
-    def record(status: str, reason: str, checks: list[Rec], blocker: str | None = None) -> Rec:
+    def record(status: str, reason: str, checks: list[Rec], blocker: str | None = None,
+               next_action: str | None = None) -> Rec:
+        blockers = [c["message"] for c in checks if c["outcome"] is not None and c["message"]]
         return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason, "evidence": checks,
-                "blocker": blocker, "next_allowed_action": "", "location": loc}
+                "blocker": blocker, "blockers": blockers if len(blockers) > 1 else [],
+                "next_allowed_action": next_action or "", "location": loc}
 
     mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
     skipped = sel.phases[phase.id]
@@ -148,83 +260,127 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
 
     checks: list[Rec] = list(mode_check)
     if mode_check and mode_check[0]["result"] == "UNKNOWN":
+        mode_check[0]["outcome"] = "BLOCKED"
         return record("BLOCKED", f"mode selection {mode_check[0]['expression']!r} could not be evaluated",
                       checks, mode_check[0]["message"])
 
     for i, cond in enumerate(phase.preconditions):
-        outcome = _run_check(ctx, cond.check)
-        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.check, outcome,
-                      f"phase.{phase.id}.preconditions.{i}")
+        key = f"phase.{phase.id}.preconditions.{i}"
+        outcome = _run_check(ctx, cond.check, key)
+        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.check, outcome, key)
+        checks.append(rec)
         if outcome.result != "SATISFIED":
             msg = cond.message and interpolate_text(cond.message, ctx.variables)
-            blocker = msg or f"precondition not met: {cond.check}" + (
+            rec["message"] = msg or f"precondition not met: {cond.check}" + (
                 f" ({outcome.message})" if outcome.message else "")
             rec["outcome"] = "BLOCKED"
-            checks.append(rec)
-            return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, blocker)
-        checks.append(rec)
+            return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, rec["message"])
 
     for i, stop in enumerate(phase.stop_when):
-        outcome = _run_check(ctx, stop.when)
-        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome,
-                      f"phase.{phase.id}.stop_when.{i}")
+        key = f"phase.{phase.id}.stop_when.{i}"
+        outcome = _run_check(ctx, stop.when, key)
+        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome, key)
+        checks.append(rec)
         if outcome.result == "SATISFIED":
             rec["outcome"] = stop.status
-            checks.append(rec)
-            return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks,
-                          interpolate_text(stop.blocker, ctx.variables))
+            rec["message"] = interpolate_text(stop.blocker, ctx.variables)
+            return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks, rec["message"],
+                          _check_next(ctx, stop.next))
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
                 rec["outcome"] = policy
-                checks.append(rec)
+                rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
                 return record(policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
-                              checks, f"cannot rule out stop condition {stop.when!r}: {outcome.message}")
-        checks.append(rec)
+                              checks, rec["message"], _check_next(ctx, stop.next))
 
-    worst: tuple[int, str, str] | None = None  # (severity, status, blocker)
+    worst: tuple[int, Rec, str | None] | None = None  # (severity, deciding record, its next action)
     for ev in phase.evidence:
-        path = f"phase.{phase.id}.evidence.{ev.id}"
-        if ev.applies_when is not None:
-            gate_outcome = _run_check(ctx, ev.applies_when)
-            if gate_outcome.result == "UNSATISFIED":
-                checks.append(_record(ctx, ev.id, "evidence", ev.check,
-                                      CheckOutcome("NOT_APPLICABLE", gate_outcome.reads, gate_outcome.facts,
-                                                   f"applies_when is false: {ev.applies_when}"), path))
-                continue
-            if gate_outcome.result == "UNKNOWN":
-                # Whether the check applies is itself unknown: treat as a missing fact.
-                outcome = gate_outcome
-                outcome.message = f"cannot tell whether it applies ({ev.applies_when}): {outcome.message}"
-            else:
-                outcome = _run_check(ctx, ev.check)
-        else:
-            outcome = _run_check(ctx, ev.check)
-        rec = _record(ctx, ev.id, "evidence", ev.check, outcome, path)
-        status: str | None = None
-        blocker = ""
-        if outcome.result == "UNSATISFIED":
-            status = ev.on_fail
-            blocker = (interpolate_text(ev.message, ctx.variables) if ev.message
-                       else f"check {ev.id} failed: {ev.check}")
-        elif outcome.result == "UNKNOWN":
-            policy = _missing_policy(ctx, ev.on_missing, outcome)
-            if policy != "UNKNOWN":
-                status = policy
-                blocker = f"evidence {ev.id} could not be established: {outcome.message}"
-        if status is not None:
-            rec["outcome"] = status
-            if worst is None or SEVERITY[status] > worst[0]:
-                worst = (SEVERITY[status], status, blocker)
+        key = f"phase.{phase.id}.evidence.{ev.id}"
+        rec = _evidence(ctx, phase, ev, key)
         checks.append(rec)
+        status = rec["outcome"]
+        if status is not None and (worst is None or SEVERITY[status] > worst[0]):
+            worst = (SEVERITY[status], rec, ev.next)
     if worst is not None:
-        failing = [f"{c['id']} {c['result']}" for c in checks
-                   if c["kind"] == "evidence" and c["outcome"] == worst[1]]
-        return record(worst[1], f"evidence {', '.join(failing)}", checks, worst[2])
+        status = worst[1]["outcome"]
+        failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
+        return record(status, f"evidence {', '.join(failing)}", checks, worst[1]["message"],
+                      _check_next(ctx, worst[2]))
     unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN"]
     reason = "all evidence satisfied" if not unknown else \
         f"evidence satisfied; UNKNOWN allowed in mode {ctx.mode}: {', '.join(unknown)}"
     return record("PASS", reason, checks)
+
+
+def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
+    condition = ev.condition
+    if ev.applies_when is not None:
+        gate = _run_check(ctx, ev.applies_when, f"{key}.applies_when")
+        if gate.result == "UNSATISFIED":
+            return _record(ctx, ev.id, "evidence", condition,
+                           CheckOutcome("NOT_APPLICABLE", gate.reads, gate.facts,
+                                        f"applies_when is false: {ev.applies_when}"), key)
+        if gate.result == "UNKNOWN":
+            # Whether the check applies is itself unknown: treat as a missing fact.
+            gate.message = f"cannot tell whether it applies ({ev.applies_when}): {gate.message}"
+            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, gate, key), gate)
+    violations: list[Any] | None = None
+    extra_reads: list[Rec] = []
+    extra_facts: list[str] = []
+    if ev.violations is not None:
+        found = _run_value(ctx, ev.violations, f"{key}.violations")
+        extra_reads, extra_facts = found.reads, found.facts
+        if not found.ok:
+            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error)
+            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
+        if not isinstance(found.value, list):
+            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts,
+                                   f"evaluation error: violations must be a list, got {type(found.value).__name__}",
+                                   error=True)
+            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
+        violations = found.value
+    if violations is not None and ev.check is None:
+        # The default condition, `size(violations) == 0`, decided without a second evaluation.
+        outcome = CheckOutcome("UNSATISFIED" if violations else "SATISFIED", extra_reads, extra_facts, None)
+    else:
+        outcome = _run_check(ctx, condition, key, violations)
+        if extra_reads:
+            outcome.reads = extra_reads + [r for r in outcome.reads if r["path"] != "violations"]
+            outcome.facts = sorted(set(outcome.facts) | set(extra_facts))
+    rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
+    if violations is not None:
+        rec["violations"] = _summarise(violations)
+    return _decide(ctx, ev, rec, outcome, violations)
+
+
+def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violations: list[Any] | None = None) -> Rec:
+    """The status an evidence check imposes on its phase, and its message."""
+    if outcome.result == "UNSATISFIED":
+        rec["outcome"] = ev.on_fail
+        variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
+        if ev.message:
+            rec["message"] = interpolate_text(ev.message, variables)
+        elif violations is not None:
+            rec["message"] = f"{ev.id}: {_render_violations(violations)}"
+        else:
+            rec["message"] = f"check {ev.id} failed: {ev.condition}"
+    elif outcome.result == "UNKNOWN":
+        policy = _missing_policy(ctx, ev.on_missing, outcome)
+        if policy != "UNKNOWN":
+            rec["outcome"] = policy
+            rec["message"] = f"evidence {ev.id} could not be established: {outcome.message}"
+    return rec
+
+
+def _render_violations(violations: list[Any]) -> str:
+    from policyrun.expr import render_value
+
+    return "; ".join(render_value(v) for v in violations)
+
+
+def _check_next(ctx: EvalContext, template: str | None) -> str | None:
+    return interpolate_text(template, ctx.variables) if template else None
 
 
 def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> str | None:
@@ -253,30 +409,61 @@ def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> Mis
     return on_missing_for(policy, ctx.mode, mode.on_missing)
 
 
-# --- checks -----------------------------------------------------------------------------------
+# --- expressions ------------------------------------------------------------------------------
 
-def _run_check(ctx: EvalContext, source: str) -> CheckOutcome:
+def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
+             ) -> tuple[Compiled | None, list[Rec], list[str], tuple[str, bool] | None]:
+    """Compile and read: (compiled, reads, fact ids, (why there is no result, is_error) or None)."""
     try:
-        compiled = compile_condition(source)
+        compiled = compile_condition(source) if condition else compile_expr(source)
     except ExprError as exc:  # lint rejects these; guard so evaluation never crashes
-        return CheckOutcome("UNKNOWN", [], [], f"expression error: {exc.message}", error=True)
-    reads = [_read(ctx, path) for path in compiled.reads]
-    fact_ids = sorted(compiled.fact_ids())
+        return None, [], [], (f"expression error: {exc.message}", True)
+    reads = [_read(ctx, parts) for parts in compiled.read_parts]
+    fact_ids = sorted(compiled.fact_ids() | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     missing = [r for r in reads if r.get("missing")]
     if missing:
-        # One line per missing fact, however many of its fields the check reads.
-        by_fact: dict[str, str] = {}
+        # One line per missing fact or derived value, however many of its fields are read.
+        by_root: dict[str, str] = {}
         for r in missing:
             root = ".".join(r["path"].split(".")[:2])
-            by_fact.setdefault(root, r.get("error") or "not collected")
-        why = "; ".join(f"{root}: {err}" for root, err in by_fact.items())
-        return CheckOutcome("UNKNOWN", reads, fact_ids, f"missing fact {why}")
-    outcome = evaluate(compiled, ctx.variables)
+            by_root.setdefault(root, r.get("error") or "not collected")
+        why = "; ".join(f"{root}: {err}" for root, err in by_root.items())
+        return compiled, reads, fact_ids, (f"missing fact {why}", False)
+    refused = ctx.guard.enter(key)
+    if refused is not None:
+        where = ctx.locations.get(key)
+        return compiled, reads, fact_ids, (f"{refused} ({where})" if where else refused, True)
+    return compiled, reads, fact_ids, None
+
+
+def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) -> Any:
+    if compiled.roots & _LIVE_ROOTS:
+        variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
+        return evaluate(compiled, variables)
+    return evaluate(compiled, ctx.variables, ctx.activation)
+
+
+def _failure(ctx: EvalContext, key: str, outcome: Any) -> tuple[str, bool]:
+    """(message, is_error) for a failed evaluation."""
+    if outcome.kind == "missing_key":
+        return f"missing value: {outcome.error}", False
+    if outcome.kind == "unknown":
+        return outcome.error or "unknown", False
+    where = ctx.locations.get(f"{key}.check") or ctx.locations.get(key)
+    if outcome.kind in ("budget", "limit"):
+        return (f"{where}: {outcome.error}" if where else outcome.error), True
+    return f"evaluation error: {outcome.error}", True
+
+
+def _run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | None = None) -> CheckOutcome:
+    compiled, reads, fact_ids, stop = _prepare(ctx, source, key, condition=True)
+    if stop is not None or compiled is None:
+        message, error = stop or ("expression error", True)
+        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
+    outcome = _eval(ctx, compiled, violations)
     if not outcome.ok:
-        text = outcome.error or ""
-        if (found := _NOT_FOUND.search(text)) is not None:
-            return CheckOutcome("UNKNOWN", reads, fact_ids, f'missing value: no key "{found.group(1)}"')
-        return CheckOutcome("UNKNOWN", reads, fact_ids, f"evaluation error: {_short(text)}", error=True)
+        message, error = _failure(ctx, key, outcome)
+        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
     if not isinstance(outcome.value, bool):
         return CheckOutcome("UNKNOWN", reads, fact_ids,
                             f"evaluation error: condition produced {type(outcome.value).__name__}, not a bool",
@@ -284,25 +471,32 @@ def _run_check(ctx: EvalContext, source: str) -> CheckOutcome:
     return CheckOutcome("SATISFIED" if outcome.value else "UNSATISFIED", reads, fact_ids, None)
 
 
-# The CEL runtime's wording for reading a key or field that is not there.
-_NOT_FOUND = re.compile(r'(?:Key not found in map|No such key)\s*:?\s*"?(.*?)"?\s*$')
+def _run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
+    compiled, reads, fact_ids, stop = _prepare(ctx, source, key, condition=False)
+    if stop is not None or compiled is None:
+        message, error = stop or ("expression error", True)
+        return ValueOutcome(None, reads, fact_ids, message, error)
+    # Derived values are computed before the shared activation exists (it holds them).
+    outcome = evaluate(compiled, ctx.variables) if ctx.activation is None else _eval(ctx, compiled, None)
+    if not outcome.ok:
+        message, error = _failure(ctx, key, outcome)
+        return ValueOutcome(None, reads, fact_ids, message, error)
+    return ValueOutcome(outcome.value, reads, fact_ids)
 
 
-def _short(text: str) -> str:
-    return text.replace("NOT_FOUND: ", "").replace("UNKNOWN: ", "").replace("INVALID_ARGUMENT: ", "").strip()
-
-
-def _read(ctx: EvalContext, path: str) -> Rec:
-    parts = path.split(".")
+def _read(ctx: EvalContext, parts: tuple[str, ...]) -> Rec:
+    path = ".".join(parts)
     if parts[0] == "facts" and len(parts) > 1:
         fact = ctx.facts.facts.get(parts[1])
         if fact is None:
             return {"path": path, "missing": True, "error": "not collected"}
         if fact.error is not None:
             return {"path": path, "missing": True, "error": f"{fact.error.code}: {fact.error.message}"}
-    if parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:
+    elif parts[0] == "derived" and len(parts) > 1 and parts[1] in ctx.derived_errors:
+        return {"path": path, "missing": True, "error": ctx.derived_errors[parts[1]]}
+    elif parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:
         return {"path": path, "missing": True, "error": "phase not evaluated yet"}
-    value = lookup(ctx.variables, path)
+    value = lookup(ctx.variables, parts)
     if is_missing(value):
         # A field absent inside a collected fact: not an error of collection, let CEL decide
         # (`has()` and optional chaining may handle it); record that it is absent.
@@ -341,6 +535,8 @@ def _record(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome
 def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
     runnable = [r["phase"] for r in records if sel.phases.get(r["phase"]) is None]
     for rec in records:
+        if rec["next_allowed_action"]:
+            continue  # the deciding check named its own
         phase = ctx.rulebook.phase(rec["phase"])
         assert phase is not None
         template = phase.next.get(rec["status"])
@@ -374,12 +570,16 @@ def _exit_code(records: list[Rec], sel: Selection) -> int:
 
 
 def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
+    tried: list[Rec] = []
     for verdict in ctx.rulebook.verdicts:
-        outcome = _run_check(ctx, verdict.when)
+        key = f"verdict.{verdict.id}"
+        outcome = _run_check(ctx, verdict.when, key)
+        tried.append(_record(ctx, verdict.id, "verdict", verdict.when, outcome, key))
         if outcome.result == "SATISFIED":
             return {"id": verdict.id, "summary": interpolate_text(verdict.summary, ctx.variables),
-                    "expression": verdict.when}
+                    "expression": verdict.when, "conditions": tried}
     if exit_code == EXIT_OK:
-        return {"id": "complete", "summary": f"every phase of mode {ctx.mode} passed"}
+        return {"id": "complete", "summary": f"every phase of mode {ctx.mode} passed", "conditions": tried}
     first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED"))
-    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}"}
+    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}",
+            "conditions": tried}

@@ -48,7 +48,7 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
             continue
         schema_name = spec.with_.get("schema")
         if isinstance(schema_name, str) and spec.uses == "attestation" and schema_name not in rb.model.schemas:
-            sink.add("L019", f"attestation schema {schema_name!r} is not declared under `schemas`",
+            sink.add("L027", f"attestation schema {schema_name!r} is not declared under `schemas`",
                      rb.locate((*path, "with", "schema")), node=node_path_text((*path, "with", "schema")))
         if spec.uses not in validators:  # one validator per kind, not per probe
             from jsonschema import Draft202012Validator
@@ -104,7 +104,7 @@ def collect_paths(args: list[str]) -> list[Path]:
             # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
             files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
             if not files:
-                raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U007")
+                raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U009")
             out.extend(files)
         else:
             out.append(resolve_ref(arg))

@@ -91,11 +91,31 @@ class Evidence(BaseModel):
 
     id: Identifier
     description: str = ""
-    check: Expression
+    check: Expression | None = Field(
+        default=None, description="A bool CEL condition; default `size(violations) == 0` when `violations` is given.")
+    violations: Expression | None = Field(
+        default=None, description="A CEL list of what is wrong (empty when the evidence holds); checks and messages "
+                                  "read it as `violations`.")
     applies_when: Expression | None = None
     on_fail: FailStatus = "FAIL"
     on_missing: OnMissing | None = Field(default=None, description="A status, or one per mode; default: the mode's.")
     message: str | None = Field(default=None, description="Blocker text when the check fails; may use ${...}.")
+    next: str | None = Field(default=None, description="The next allowed action when this check decides the "
+                                                       "phase's status; default: the phase's `next`.")
+
+    @model_validator(mode="after")
+    def _check_or_violations(self) -> Evidence:
+        if self.check is None and self.violations is None:
+            raise ValueError("evidence needs `check` (a bool condition) or `violations` (a list of what is wrong)")
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The condition that decides the check (the default one when only violations are given)."""
+        return self.check if self.check is not None else DEFAULT_VIOLATIONS_CHECK
+
+
+DEFAULT_VIOLATIONS_CHECK = "size(violations) == 0"
 
 
 class StopCondition(BaseModel):
@@ -106,6 +126,18 @@ class StopCondition(BaseModel):
     status: FailStatus = "STOPPED"
     blocker: str
     on_missing: OnMissing | None = None
+    next: str | None = Field(default=None, description="The next allowed action when this condition holds; "
+                                                       "default: the phase's `next`.")
+
+
+class Derived(BaseModel):
+    """A named value computed from facts at evaluation time, read in CEL as `derived.<id>`."""
+
+    model_config = _STRICT
+
+    value: Expression = Field(description="A CEL expression over facts, inputs, vars, mode and other derived values.")
+    description: str = ""
+    modes: list[str] | None = Field(default=None, description="Compute only in these modes (default: all).")
 
 
 class Phase(BaseModel):
@@ -161,6 +193,8 @@ class Rulebook(BaseModel):
         default_factory=dict, description="JSON Schemas for attestation files, inline or a path.")
     modes: dict[ModeName, Mode]
     probes: dict[Identifier, ProbeSpec] = Field(default_factory=dict)
+    derive: dict[Identifier, Derived] = Field(
+        default_factory=dict, description="Values computed from facts at evaluation time (never stored in snapshots).")
     phases: list[Phase]
     verdicts: list[Verdict] = Field(default_factory=list)
     report: ReportSpec | None = None

@@ -18,7 +18,7 @@ from policyrun.model import Status
 
 TRACE_FORMAT = 1
 
-CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection"]
+CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict"]
 CheckResult = Literal["SATISFIED", "UNSATISFIED", "UNKNOWN", "NOT_APPLICABLE", "NOT_EVALUATED"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -47,8 +47,32 @@ class CheckRecord(BaseModel):
     outcome: Status | None = None
     reads: list[Read] = Field(default_factory=list)
     facts: list[str] = Field(default_factory=list, description="Probe ids whose provenance backs this check.")
-    message: str | None = Field(default=None, description="Why the result is what it is, for people.")
+    message: str | None = Field(default=None, description="For people: the blocker this check imposes, or why its "
+                                                          "result is UNKNOWN.")
+    violations: Any = Field(default=None, description="The evidence's `violations` list (summarised when large).")
     location: str | None = Field(default=None, description="Rulebook file:line:col of the check.")
+
+
+class DerivedRecord(BaseModel):
+    """A `derive` value as this evaluation computed it."""
+
+    model_config = _FROZEN
+
+    id: str
+    expression: str
+    value: Any = Field(default=None, description="The value (summarised with its sha256 when large).")
+    error: str | None = Field(default=None, description="Why there is no value.")
+    missing: bool = Field(default=False, description="No value because a fact it reads is missing (not a defect).")
+    reads: list[Read] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list, description="Probe ids the value depends on, transitively.")
+    location: str | None = None
+
+
+class StaleFact(BaseModel):
+    model_config = _FROZEN
+
+    probe: str
+    reason: str
 
 
 class PhaseRecord(BaseModel):
@@ -60,6 +84,8 @@ class PhaseRecord(BaseModel):
     reason: str
     evidence: list[CheckRecord] = Field(default_factory=list)
     blocker: str | None = None
+    blockers: list[str] = Field(default_factory=list, description="Every check's blocker when more than one check "
+                                                                  "imposed a status (the first is `blocker`'s).")
     next_allowed_action: str
     location: str | None = None
 
@@ -79,6 +105,7 @@ class VerdictRecord(BaseModel):
     id: str
     summary: str = ""
     expression: str | None = None
+    conditions: list[CheckRecord] = Field(default_factory=list, description="Verdict conditions tried, in order.")
 
 
 class Trace(BaseModel):
@@ -91,6 +118,10 @@ class Trace(BaseModel):
     inputs: dict[str, Any]
     vars: dict[str, Any] = Field(default_factory=dict)
     facts_sha256: str
+    stale_facts: list[StaleFact] = Field(
+        default_factory=list, description="Facts evaluated although collected with other parameters "
+                                          "(`--allow-stale-facts`).")
+    derived: list[DerivedRecord] = Field(default_factory=list)
     phases: list[PhaseRecord]
     verdict: VerdictRecord
     exit_code: int = Field(description="0 all required phases PASS, 1 FAIL, 2 BLOCKED or STOPPED.")

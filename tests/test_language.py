@@ -38,6 +38,8 @@ def _facts(case: dict[str, Any]) -> FactsSnapshot:
         prov = Provenance(probe=pid, kind="const")
         if isinstance(value, dict) and "__error__" in value:
             out[pid] = Fact(error=FactError(code=value["__error__"], message="probe failed"), provenance=prov)
+        elif isinstance(value, dict) and "__range__" in value:  # a long list without a long file
+            out[pid] = Fact(value=list(range(value["__range__"])), provenance=prov)
         else:
             out[pid] = Fact(value=value, provenance=prov)
     return FactsSnapshot(facts=out)
@@ -72,6 +74,19 @@ def test_case(path: Path, tmp_path: Path) -> None:
         assert by_id[pid].blocker is not None and text in by_id[pid].blocker, by_id[pid].blocker
     for pid, text in expect.get("next", {}).items():
         assert text in by_id[pid].next_allowed_action, by_id[pid].next_allowed_action
+    for pid, texts in expect.get("all_blockers", {}).items():
+        assert by_id[pid].blockers == texts, by_id[pid].blockers
+    for pid, text in expect.get("blocker_excludes", {}).items():
+        assert text not in (by_id[pid].blocker or ""), by_id[pid].blocker
+    derived = {d.id: d for d in trace.derived}
+    for did, value in expect.get("derived", {}).items():
+        assert derived[did].error is None and derived[did].value == value, derived[did]
+    for did, text in expect.get("derived_errors", {}).items():
+        assert derived[did].error is not None and text in derived[did].error, derived[did]
+    for ref, value in expect.get("violations", {}).items():
+        pid, cid = ref.split(".")
+        found = {c.id: c.violations for c in by_id[pid].evidence}
+        assert found.get(cid) == value, found
     for ref, result in expect.get("checks", {}).items():
         pid, cid = ref.split(".")
         found = {c.id: c.result for c in by_id[pid].evidence}
