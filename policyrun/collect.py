@@ -379,23 +379,11 @@ class _Collection:
         if probe is None:
             return _error_fact(pid, spec, "probe.unknown_kind", f"no probe kind {spec.uses!r} is registered; "
                                                                 "`policyrun probes` lists the kinds", raw)
-        variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
-                     "derived": {}}
-        derived_problem = self.derive_for(raw, variables)
-        if derived_problem is not None:
-            return _error_fact(pid, spec, "dependency.failed", derived_problem, raw)
-        try:
-            shown = interpolate(raw, variables)
-        except (InterpolationError, ExprError) as exc:
-            expr = getattr(exc, "expression", "")
-            return _error_fact(pid, spec, "params.interpolation",
-                               f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
-        unset = _unset_input(raw, shown)
-        if unset is not None:
-            param, name = unset
-            return _error_fact(pid, spec, "params.missing_input",
-                               f"parameter {param!r} comes from input {name!r}, which is not set; "
-                               f"pass --set {name}=...", shown)
+        shown_or_error = self.resolve(spec)
+        if isinstance(shown_or_error, tuple):
+            code, message, params_shown = shown_or_error
+            return _error_fact(pid, spec, code, message, params_shown)
+        shown = shown_or_error
         try:
             params = self.attach_schemas(probe, shown)
             invalid = self.validate(probe, params)
@@ -411,6 +399,29 @@ class _Collection:
                                f"needs permission {denied[0]!r} ({what}), which mode {self.mode!r} does not grant; "
                                f"run it in a mode whose permissions set {denied[0]}: true", shown)
         return _Job(probe, params, shown)
+
+    def resolve(self, spec: ProbeSpec) -> dict[str, Any] | tuple[str, str, Mapping[str, Any]]:
+        """The probe's parameters after interpolation over the facts collected so far, or
+        (error code, message, parameters to record) when they cannot be resolved. `evaluate
+        --facts` calls this too, to check that a snapshot was collected with these parameters."""
+        raw = spec.with_
+        variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
+                     "derived": {}}
+        derived_problem = self.derive_for(raw, variables)
+        if derived_problem is not None:
+            return "dependency.failed", derived_problem, raw
+        try:
+            shown = interpolate(raw, variables)
+        except (InterpolationError, ExprError) as exc:
+            expr = getattr(exc, "expression", "")
+            return ("params.interpolation",
+                    f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
+        unset = _unset_input(raw, shown)
+        if unset is not None:
+            param, name = unset
+            return ("params.missing_input", f"parameter {param!r} comes from input {name!r}, which is not set; "
+                                            f"pass --set {name}=...", shown)
+        return dict(shown)
 
     def derive_for(self, raw: Mapping[str, Any], variables: dict[str, Any]) -> str | None:
         """Compute the derived values a probe's parameters read (and what they read) from the facts
@@ -502,3 +513,48 @@ def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_di
     state = _Collection(rulebook, mode, inputs, base_dir, rulebook_dir, progress or QuietProgress())
     facts = state.run(the_plan)
     return FactsSnapshot(collected_at=utc_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))
+
+
+def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot) -> list[dict[str, str]]:
+    """Facts in a snapshot that this rulebook, mode and these inputs would not have collected:
+    another probe kind, or other parameters (re-resolved from the rulebook over the snapshot's own
+    facts, so a fact whose parameters read another fact is checked against that fact's value).
+    `evaluate --facts` refuses a snapshot with any (unless --allow-stale-facts)."""
+    if mode not in rulebook.modes:
+        return []
+    state = _Collection(rulebook, mode, inputs, Path.cwd(), None, QuietProgress())
+    state.facts = dict(facts.facts)
+    state.values = facts.values()
+    out: list[dict[str, str]] = []
+    for pid, spec in plan(rulebook, mode).probes.items():
+        fact = facts.facts.get(pid)
+        if fact is None:
+            continue
+        prov = fact.provenance
+        if prov.kind != spec.uses:
+            out.append({"probe": pid, "reason": f"collected by probe kind {prov.kind!r}; the rulebook's probe "
+                                                f"{pid!r} uses {spec.uses!r}"})
+            continue
+        resolved = state.resolve(spec)
+        if isinstance(resolved, tuple):
+            if fact.error is None:
+                out.append({"probe": pid, "reason": f"holds a value, but its parameters cannot be resolved from "
+                                                    f"this snapshot and these inputs ({resolved[1]})"})
+            continue
+        if fact.error is not None and prov.params == dict(spec.with_):
+            continue  # failed before its parameters were resolved; nothing to compare
+        if _canonical(prov.params) != _canonical(resolved):
+            changed = sorted(k for k in set(prov.params) | set(resolved) if prov.params.get(k) != resolved.get(k))
+            shown = ", ".join(f"{k}: collected {_short(prov.params.get(k))}, expected {_short(resolved.get(k))}"
+                              for k in changed[:3])
+            out.append({"probe": pid, "reason": f"collected with other parameters ({shown})"})
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _short(value: Any) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -57,7 +57,8 @@ def now_utc() -> str:
 
 
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
-             timestamp: bool = True) -> Trace:
+             timestamp: bool = True, notes: dict[str, Any] | None = None) -> Trace:
     ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display)
     return evaluate_rulebook(rb.model, mode=mode, inputs=inputs, facts=facts, rulebook_ref=ref,
-                             locations=check_locations(rb), generated_at=now_utc() if timestamp else None)
+                             locations=check_locations(rb), generated_at=now_utc() if timestamp else None,
+                             notes=notes)

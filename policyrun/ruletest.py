@@ -29,8 +29,17 @@ class Expect(BaseModel):
 
     phases: dict[str, Status] = Field(default_factory=dict, description="Phase → status (a subset is fine).")
     verdict: str | None = None
+    verdict_summary: str | None = Field(default=None, description="Text the verdict's summary contains.")
     exit_code: int | None = None
     blockers: dict[str, str] = Field(default_factory=dict, description="Phase → text the blocker contains.")
+    next: dict[str, str] = Field(default_factory=dict,
+                                 description="Phase → text its next allowed action contains.")
+    messages: dict[str, str] = Field(
+        default_factory=dict, description="`PHASE.check_id` → text that check's message contains (any check, "
+                                          "not only the one that decided the phase).")
+    checks: dict[str, str] = Field(default_factory=dict,
+                                   description="`PHASE.check_id` → result (SATISFIED, UNSATISFIED, UNKNOWN, ...).")
+    derived: dict[str, Any] = Field(default_factory=dict, description="Derived id → its exact value.")
 
 
 class Case(BaseModel):
@@ -68,11 +77,18 @@ class CaseResult:
 
 @dataclass
 class Coverage:
-    """Per check key ("PHASE/kind/id"), the results it took across the suite."""
+    """Per expression key, the results it took across the suite: every condition ("PHASE/kind/id",
+    "mode/MODE/PHASE", "verdict/id") and every derived value ("derive/id")."""
 
     seen: dict[str, set[str]] = field(default_factory=dict)
 
     def declare(self, rb: LoadedRulebook) -> None:
+        for name, mode in rb.model.modes.items():
+            for entry in mode.phases:
+                if entry.when is not None:
+                    self.seen.setdefault(f"mode/{name}/{entry.phase}", set())
+        for did in rb.model.derive:
+            self.seen.setdefault(f"derive/{did}", set())
         for phase in rb.model.phases:
             for i, cond in enumerate(phase.preconditions):
                 self.seen.setdefault(f"{phase.id}/precondition/{cond.id or f'precondition[{i}]'}", set())
@@ -80,18 +96,33 @@ class Coverage:
                 self.seen.setdefault(f"{phase.id}/stop_when/{stop.id or f'stop_when[{i}]'}", set())
             for ev in phase.evidence:
                 self.seen.setdefault(f"{phase.id}/evidence/{ev.id}", set())
+        for verdict in rb.model.verdicts:
+            self.seen.setdefault(f"verdict/{verdict.id}", set())
 
     def record(self, trace: Trace) -> None:
         for phase in trace.phases:
             for chk in phase.evidence:
-                key = f"{phase.phase}/{chk.kind}/{chk.id}"
+                if chk.kind == "mode_selection":
+                    key = f"mode/{trace.mode}/{phase.phase}"
+                else:
+                    key = f"{phase.phase}/{chk.kind}/{chk.id}"
                 if key in self.seen:
                     self.seen[key].add(chk.result)
+        for d in trace.derived:
+            key = f"derive/{d.id}"
+            if key in self.seen:
+                self.seen[key].add("COMPUTED" if d.error is None else "MISSING")
+        for chk in trace.verdict.conditions:
+            key = f"verdict/{chk.id}"
+            if key in self.seen:
+                self.seen[key].add(chk.result)
 
     def covered(self, key: str) -> bool:
-        """A check is covered when the suite made it both true and false (NOT_APPLICABLE counts as
-        false for evidence guarded by applies_when)."""
+        """A condition is covered when the suite made it both true and false (NOT_APPLICABLE counts
+        as false for evidence guarded by applies_when); a derived value when some case computed it."""
         got = self.seen[key]
+        if key.startswith("derive/"):
+            return "COMPUTED" in got
         return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE"})
 
     @property
@@ -166,6 +197,12 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
     return results
 
 
+def _check(by_id: dict[str, Any], ref: str) -> Any:
+    pid, _, cid = ref.partition(".")
+    rec = by_id.get(pid)
+    return next((c for c in rec.evidence if c.id == cid), None) if rec else None
+
+
 def _compare(expect: Expect, trace: Trace) -> list[str]:
     failures: list[str] = []
     by_id = {p.phase: p for p in trace.phases}
@@ -180,6 +217,28 @@ def _compare(expect: Expect, trace: Trace) -> list[str]:
         rec = by_id.get(pid)
         if rec is None or not rec.blocker or text not in rec.blocker:
             failures.append(f"{pid}: expected a blocker containing {text!r}, got {rec.blocker if rec else None!r}")
+    for pid, text in expect.next.items():
+        rec = by_id.get(pid)
+        if rec is None or text not in rec.next_allowed_action:
+            failures.append(f"{pid}: expected a next action containing {text!r}, "
+                            f"got {rec.next_allowed_action if rec else None!r}")
+    for ref, text in expect.messages.items():
+        chk = _check(by_id, ref)
+        if chk is None or not chk.message or text not in chk.message:
+            failures.append(f"{ref}: expected a message containing {text!r}, got {chk.message if chk else None!r}")
+    for ref, result in expect.checks.items():
+        chk = _check(by_id, ref)
+        if chk is None or chk.result != result:
+            failures.append(f"{ref}: expected {result}, got {chk.result if chk else 'no such check'}")
+    derived = {d.id: d for d in trace.derived}
+    for did, value in expect.derived.items():
+        got = derived.get(did)
+        if got is None or got.error is not None or got.value != value:
+            failures.append(f"derived.{did}: expected {value!r}, got "
+                            f"{(got.error or got.value) if got else 'no such derived value'!r}")
+    if expect.verdict_summary is not None and expect.verdict_summary not in trace.verdict.summary:
+        failures.append(f"verdict summary: expected it to contain {expect.verdict_summary!r}, "
+                        f"got {trace.verdict.summary!r}")
     if expect.verdict is not None and trace.verdict.id != expect.verdict:
         failures.append(f"verdict: expected {expect.verdict}, got {trace.verdict.id} ({trace.verdict.summary})")
     if expect.exit_code is not None and trace.exit_code != expect.exit_code:

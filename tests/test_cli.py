@@ -21,8 +21,8 @@ modes:
   plan: {phases: [A, B]}
   final: {phases: [A, B]}
 probes:
-  t: {uses: const, with: {value: {sha: "0123456789abcdef0123456789abcdef01234567"}}}
-  x: {uses: const, with: {value: 1}}
+  t: {uses: git.resolve, with: {path: ".", ref: "${inputs.target_ref}"}}
+  x: {uses: tests.junit, with: {path: "unit.xml"}}
 phases:
   - id: A
     evidence:
@@ -33,8 +33,14 @@ phases:
 """
 
 
+# What `policyrun collect` records for the probes above with --set target_ref=v1: `evaluate
+# --facts` refuses facts collected by another kind or with other parameters.
+PROVENANCE = {"t": {"probe": "t", "kind": "git.resolve", "params": {"path": ".", "ref": "v1"}},
+              "x": {"probe": "x", "kind": "tests.junit", "params": {"path": "unit.xml"}}}
+
+
 def facts_file(tmp: Path, **values: object) -> Path:
-    facts = {pid: {"value": v, "provenance": {"probe": pid, "kind": "const"}} for pid, v in values.items()}
+    facts = {pid: {"value": v, "provenance": PROVENANCE[pid]} for pid, v in values.items()}
     path = tmp / "facts.json"
     path.write_text(json.dumps({"policyrun_facts": 1, "facts": facts}))
     return path
@@ -131,7 +137,7 @@ def test_bad_facts_file_is_located(rulebook: Path, tmp_path: Path, capsys: pytes
 def test_conflicting_facts_files(rulebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = facts_file(tmp_path, x=1)
     b = tmp_path / "b.json"
-    b.write_text(json.dumps({"facts": {"x": {"value": 2, "provenance": {"probe": "x", "kind": "const"}}}}))
+    b.write_text(json.dumps({"facts": {"x": {"value": 2, "provenance": PROVENANCE["x"]}}}))
     assert run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts", str(a),
                "--facts", str(b)) == 3
     assert "fact 'x' differs between" in capsys.readouterr().err
@@ -163,7 +169,7 @@ def test_trace_records_reads_and_provenance(rulebook: Path, tmp_path: Path) -> N
     assert check["reads"] == [{"path": "facts.t.sha", "value": "abc", "missing": False, "error": None}]
     assert check["result"] == "UNSATISFIED" and check["outcome"] == "BLOCKED"
     assert check["location"].endswith("rb.yaml:15:9")
-    assert trace["provenance"]["t"]["kind"] == "const"
+    assert trace["provenance"]["t"]["kind"] == "git.resolve"
     assert trace["phases"][1]["reason"] == "gated by A=BLOCKED"
     assert trace["rulebook"]["sha256"] and trace["facts_sha256"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from policyrun.errors import UsageError
 
@@ -23,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
+    p.add_argument("--allow-stale-facts", action="store_true",
+                   help="evaluate --facts collected with other probe kinds or parameters (recorded in the trace)")
     p.add_argument("--no-timestamp", action="store_true",
                    help="omit generated_at so the trace is byte-for-byte reproducible")
     p.set_defaults(func=run)
@@ -48,13 +51,15 @@ def run(args: argparse.Namespace) -> int:
     known = {"md", "html", "junit", "sarif", "json"}
     if bad := [f for f in formats if f not in known]:
         raise UsageError(f"unknown --format {', '.join(bad)}; choose from {', '.join(sorted(known))}", code="U006")
+    notes: dict[str, object] = {}
     if args.facts:
         facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
+        notes = _check_snapshot(rb, mode, inputs, facts, allow=args.allow_stale_facts)
     else:
         from policyrun.collect import collect
 
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
-    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp)
+    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes)
 
     args.out.mkdir(parents=True, exist_ok=True)
     trace_path = args.out / "trace.json"
@@ -71,3 +76,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.json and not args.quiet:
         sys.stderr.write("wrote " + ", ".join(str(p) for p in written) + "\n")
     return trace.exit_code
+
+
+def _check_snapshot(rb: Any, mode: str, inputs: dict[str, Any], facts: Any, *, allow: bool) -> dict[str, object]:
+    """Refuse facts this rulebook would not have collected (another probe kind, other parameters):
+    replaying them would evaluate a different question than the one the trace claims to answer."""
+    from policyrun.collect import stale_facts
+
+    stale = stale_facts(rb.model, mode, inputs, facts)
+    if not stale:
+        return {}
+    if allow:
+        return {"stale_facts": stale}
+    lines = "\n".join(f"  {s['probe']}: {s['reason']}" for s in stale[:10])
+    more = f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else ""
+    raise UsageError(f"the facts do not match rulebook {rb.display} in mode {mode} with these inputs "
+                     f"({len(stale)} probe(s)):\n{lines}{more}\ncollect them again with `policyrun collect`, "
+                     "or pass --allow-stale-facts to evaluate them anyway (the trace records it)", code="F005")

@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
         got = ", ".join(sorted(coverage.seen[key])) or "never evaluated"
         mark = "covered  " if coverage.covered(key) else "uncovered"
         out.write(f"  {mark} {key}: {got}\n")
-    out.write(f"{total - failed} passed, {failed} failed; check coverage {coverage.percent:.1f}% "
-              f"({len(coverage.seen) - len(uncovered)}/{len(coverage.seen)} checks made both true and false)\n")
+    out.write(f"{total - failed} passed, {failed} failed; expression coverage {coverage.percent:.1f}% "
+              f"({len(coverage.seen) - len(uncovered)}/{len(coverage.seen)} conditions made both true and false, "
+              "derived values computed)\n")
     if failed:
         return 1
     if coverage.percent + 1e-9 < args.min_coverage:
