@@ -19,6 +19,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.files",
     "policyrun.probes.gpu",
     "policyrun.probes.python_stack",
+    "policyrun.probes.python_source",
     "policyrun.probes.toolchain",
     "policyrun.probes.junit",
     "policyrun.probes.results",

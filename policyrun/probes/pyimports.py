@@ -1,0 +1,323 @@
+"""`python.imports`: every import of a Python tree, one row per imported name, optionally resolved
+to the upstream files that define what it imports (`by_upstream_file`, joined with a diff)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.git import rev_param
+from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ModuleNamer, ParseError, SourceTree, absolute_module,
+                                       as_list, gc_paused, object_schema, open_tree, parse_source, relative_text, schema_list)
+from policyrun.probes.search import PathFilter
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    file: str
+    line: int
+    module: str
+    name: str | None
+    alias: str | None
+    form: str  # import | from | dynamic
+    relative: bool
+    type_checking: bool
+
+    @property
+    def site(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def as_fact(self) -> dict[str, Any]:
+        return {"site": self.site, "file": self.file, "line": self.line, "module": self.module, "name": self.name,
+                "alias": self.alias, "form": self.form, "relative": self.relative,
+                "type_checking": self.type_checking}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING`, `typing.TYPE_CHECKING`, `t.TYPE_CHECKING`."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def statements(body: list[ast.stmt], type_checking: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement, nested ones included, with whether it sits under `if TYPE_CHECKING:`.
+
+    Walking statements only (not every expression node) keeps a scan of a large tree cheap.
+    """
+    for stmt in body:
+        yield stmt, type_checking
+        if isinstance(stmt, ast.If):
+            negated = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+            checking = is_type_checking(stmt.test.operand if isinstance(stmt.test, ast.UnaryOp) else stmt.test)
+            # `if TYPE_CHECKING:` runs only under a type checker; so does the else of `if not TYPE_CHECKING:`.
+            yield from statements(stmt.body, type_checking or (checking and not negated))
+            yield from statements(stmt.orelse, type_checking or (checking and negated))
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            nested = getattr(stmt, name, None)
+            if nested:
+                yield from statements(nested, type_checking)
+        for handler in getattr(stmt, "handlers", ()):
+            yield from statements(handler.body, type_checking)
+        for case in getattr(stmt, "cases", ()):
+            yield from statements(case.body, type_checking)
+
+
+def extract_imports(tree: ast.Module, file: str, package: str, *, dynamic: bool = True) -> list[ImportRow]:
+    """Import rows of one module; `dynamic=False` skips looking for import_module/__import__ calls."""
+    rows: list[ImportRow] = []
+    checking_spans: list[tuple[int, int]] = []
+    for stmt, checking in statements(tree.body):
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                rows.append(ImportRow(file, alias.lineno, alias.name, None, alias.asname, "import", False, checking))
+        elif isinstance(stmt, ast.ImportFrom):
+            source = absolute_module(stmt.module, stmt.level, package)
+            module = source if source is not None else relative_text(stmt.module, stmt.level)
+            for alias in stmt.names:
+                rows.append(ImportRow(file, alias.lineno, module, alias.name, alias.asname, "from", stmt.level > 0,
+                                      checking))
+        elif checking and dynamic:
+            checking_spans.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
+    if dynamic:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                found = _dynamic(node, package)
+                if found is not None:
+                    module, relative = found
+                    checking = any(a <= node.lineno <= b for a, b in checking_spans)
+                    rows.append(ImportRow(file, node.lineno, module, None, None, "dynamic", relative, checking))
+    return sorted(rows, key=lambda r: r.line)
+
+
+def _dynamic(node: ast.Call, package: str) -> tuple[str, bool] | None:
+    """(module, relative) of `importlib.import_module("m")`, `import_module(".m", "pkg")`, `__import__("m")`."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in ("import_module", "__import__"):
+        callee = func.id
+    elif isinstance(func, ast.Attribute) and func.attr == "import_module" and isinstance(func.value, ast.Name) \
+            and func.value.id == "importlib":
+        callee = "import_module"
+    else:
+        return None
+    if not node.args:
+        return None
+    first = node.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value):
+        return None  # a computed name: nothing to know statically
+    name = first.value
+    if callee == "__import__" or not name.startswith("."):
+        return name, False
+    anchors = [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "package")]
+    anchor = next((a.value for a in anchors if isinstance(a, ast.Constant) and isinstance(a.value, str)), None)
+    stripped = name.lstrip(".")
+    source = absolute_module(stripped or None, len(name) - len(stripped), anchor) if anchor else None
+    return source or name, True
+
+
+def scan(tree: SourceTree, keep: PathFilter) -> Iterator[tuple[str, bytes, ast.Module | ParseError]]:
+    """(path, bytes, AST or error) of every kept .py file, in path order."""
+    for path in tree.select(keep):
+        data = tree.read(path)
+        if data is not None:
+            yield path, data, parse_source(data, path)
+
+
+# --- the probe ----------------------------------------------------------------------------------
+
+_TARGET_PROPS: dict[str, Any] = {
+    "found": {"type": "boolean", "description": "The module exists and defines (or re-exports) the name."},
+    "module_file": {"type": ["string", "null"], "description": "File of the imported module "
+                                                               "(`a/b.py` or `a/b/__init__.py`)."},
+    "defining_file": {"type": ["string", "null"], "description": "File that defines the name (the submodule's "
+                                                                 "file for a submodule)."},
+    "line": {"type": ["integer", "null"], "description": "Line of the definition in defining_file."},
+    "kind": {"enum": [*DEFINITION_KINDS, None], "description": "What the name is: `module`, `class`, `function`, "
+             "`assignment`; `import` / `lazy` when it is bound by an import or a lazy map leading out of the "
+             "upstream tree."},
+    "chain": {"type": "array", "items": {"type": "string"},
+              "description": "Files visited from the module to the definition (re-exports in between)."},
+    "reason": {"type": ["string", "null"], "enum": ["no_module", "not_defined", "cycle", "depth_limit", "parse_error",
+                                                     None], "description": "Why not found; null when found."},
+}
+_TARGET = object_schema("Where the import leads in the upstream tree at resolve.rev; absent when the "
+                        "module's top-level package is not in the upstream tree.", {
+                            **_TARGET_PROPS,
+                            "compare": object_schema("The same resolution at resolve.compare_rev.", _TARGET_PROPS),
+                        })
+_ROW = object_schema("One imported name.", {
+    "site": {"type": "string", "description": "`file:line`."},
+    "file": {"type": "string", "description": "Path relative to root."},
+    "line": {"type": "integer", "description": "Line of this name (each name of a multi-line import has its own)."},
+    "module": {"type": "string", "description": "Absolute module (relative imports resolved); a relative import "
+                                                "climbing above the top-level package keeps its dots (`..x`)."},
+    "name": {"type": ["string", "null"], "description": "Imported name (`*` for a star import); null for "
+                                                       "`import a.b` and dynamic imports."},
+    "alias": {"type": ["string", "null"], "description": "The `as` name."},
+    "form": {"enum": ["import", "from", "dynamic"], "description": "`import a`, `from a import b`, or a literal "
+                                                                  "`importlib.import_module(...)`/`__import__(...)`."},
+    "relative": {"type": "boolean", "description": "Written relative (`from . import x`)."},
+    "type_checking": {"type": "boolean", "description": "Under `if TYPE_CHECKING:` (not run at runtime)."},
+    "target": _TARGET,
+})
+_UPSTREAM = object_schema("The upstream tree resolved against; null without `resolve`.", {
+    "path": {"type": "string"}, "rev": {"type": ["string", "null"]}, "rev_sha": {"type": ["string", "null"]},
+    "compare_rev": {"type": ["string", "null"]}, "compare_sha": {"type": ["string", "null"]},
+}, nullable=True)
+_SITES = {"type": "array", "items": {"type": "string"}}
+
+FACT_SCHEMA: Mapping[str, Any] = object_schema("Imports of the scanned tree.", {
+    "root": {"type": "string", "description": "The scanned directory."},
+    "rev": {"type": ["string", "null"], "description": "As given; null: the working tree."},
+    "rev_sha": {"type": ["string", "null"]},
+    "files_scanned": {"type": "integer", "description": ".py files read (after include/exclude)."},
+    "parse_errors": {"type": "array", "items": PARSE_ERROR_SCHEMA,
+                     "description": "Scanned files that are not valid Python (their imports are unknown)."},
+    "imports": {"type": "array", "items": _ROW, "description": "One row per imported name, by file then line."},
+    "modules": {"type": "array", "items": {"type": "string"}, "description": "Sorted distinct modules of the rows."},
+    "upstream": _UPSTREAM,
+    "by_upstream_file": {"type": "object", "additionalProperties": _SITES,
+                         "description": "Upstream path (relative to resolve.path) → sorted sites depending on it: "
+                                        "module file, every file of the re-export chain, defining file."},
+    "unresolved": {**_SITES, "description": "Sites of rows whose target was not found at resolve.rev."},
+    "missing_at_compare": {"type": "array", "description": "Rows found at resolve.rev but not at compare_rev.",
+                           "items": object_schema("A removed or renamed module or name.", {
+                               "site": {"type": "string"}, "module": {"type": "string"},
+                               "name": {"type": ["string", "null"]},
+                               "reason": {"type": ["string", "null"], "description": "As target.reason."}})},
+    "upstream_parse_errors": {"type": "array", "description": "Upstream files resolution needed that do not parse.",
+                              "items": object_schema("An upstream file that is not valid Python.", {
+                                  **PARSE_ERROR_SCHEMA["properties"],
+                                  "rev": {"type": ["string", "null"], "description": "resolve.rev or compare_rev."}})},
+})
+
+_GLOBS = schema_list("Globs relative to root (`*` within a directory, `**` across).")
+SOURCE_ROOTS = {"type": "array", "items": {"type": "string"}, "default": ["."],
+                "description": "Directories (relative to the tree) that hold top-level packages, e.g. `src`."}
+
+PARAMS_SCHEMA: Mapping[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["root"],
+    "properties": {
+        "root": {"type": "string", "minLength": 1, "description": "Directory to scan (a repository or a tree in one)."},
+        "rev": rev_param("Read this revision's git objects instead of the working tree."),
+        "include": _GLOBS | {"default": ["**/*.py"]},
+        "exclude": _GLOBS | {"description": "Globs to skip (e.g. tests)."},
+        "packages": {"type": "array", "items": {"type": "string", "minLength": 1},
+                     "description": "Keep only imports of these top-level packages (e.g. [vllm])."},
+        "source_roots": SOURCE_ROOTS,
+        "resolve": {"type": "object", "additionalProperties": False, "required": ["path"],
+                    "description": "Resolve each import in an upstream tree.",
+                    "properties": {
+                        "path": {"type": "string", "minLength": 1, "description": "Upstream tree (its repository "
+                                 "top level, so paths match `git.diff`)."},
+                        "rev": rev_param("Upstream revision the plugin is built against; default its working tree."),
+                        "compare_rev": rev_param("Also resolve at this revision (the upgrade target)."),
+                        "source_roots": SOURCE_ROOTS,
+                    }},
+    },
+}
+
+
+class ImportsProbe:
+    kind = "python.imports"
+    summary = ("Every Python import (multi-line, relative, TYPE_CHECKING, importlib), resolved to the upstream "
+               "files that define what it imports.")
+    params_schema = PARAMS_SCHEMA
+    fact_schema = FACT_SCHEMA
+
+    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
+        return frozenset()
+
+    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        with ExitStack() as stack:
+            stack.enter_context(gc_paused())
+            tree = stack.enter_context(open_tree(params["root"], params.get("rev"), ctx))
+            value = collect_imports(tree, params)
+            commands = list(tree.repo.commands) if tree.repo else [f"python walk of {tree.root}"]
+            sources = [str(tree.root)]
+            resolve = params.get("resolve")
+            if resolve:
+                upstream = stack.enter_context(open_tree(resolve["path"], resolve.get("rev"), ctx,
+                                                         what="resolve.path"))
+                compare = None
+                if resolve.get("compare_rev"):
+                    if upstream.repo is None:
+                        raise ProbeError("params.invalid", "resolve.compare_rev needs resolve.path in a git "
+                                                           "repository")
+                    compare = stack.enter_context(open_tree(resolve["path"], resolve["compare_rev"], ctx,
+                                                            what="resolve.path"))
+                resolve_rows(value, upstream, compare, as_list(resolve.get("source_roots")) or ["."])
+                sources.append(str(upstream.root))
+                for t in (upstream, compare):
+                    if t is not None and t.repo is not None:
+                        commands += t.repo.commands
+            return ProbeResult(value=value, commands=commands, sources=sources,
+                               repo_path=str(tree.repo.root) if tree.repo else None,
+                               repo_head=tree.repo.head() if tree.repo else None)
+
+
+def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, Any]:
+    keep = PathFilter(as_list(params.get("include")) or ["**/*.py"], as_list(params.get("exclude")))
+    namer = ModuleNamer(as_list(params.get("source_roots")) or ["."], tree.paths)
+    packages = set(params.get("packages") or [])
+    rows: list[ImportRow] = []
+    errors: list[ParseError] = []
+    scanned = 0
+    for path, data, parsed in scan(tree, keep):
+        scanned += 1
+        if isinstance(parsed, ParseError):
+            errors.append(parsed)
+            continue
+        dynamic = b"import_module" in data or b"__import__" in data  # skip the expression walk when it cannot hit
+        for row in extract_imports(parsed, path, namer.package_of(path), dynamic=dynamic):
+            if not packages or row.module.split(".")[0] in packages:
+                rows.append(row)
+    return {"root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "files_scanned": scanned,
+            "parse_errors": [e.as_fact() for e in errors], "imports": [r.as_fact() for r in rows],
+            "modules": sorted({r.module for r in rows}), "upstream": None, "by_upstream_file": {},
+            "unresolved": [], "missing_at_compare": [], "upstream_parse_errors": []}
+
+
+def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTree | None,
+                 source_roots: list[str]) -> None:
+    cache: dict[str, ModuleInfo] = {}  # files unchanged between the two revisions parse once
+    here = Resolver(upstream, source_roots, cache)
+    there = Resolver(compare, source_roots, cache) if compare is not None else None
+    by_file: dict[str, set[str]] = {}
+    unresolved: list[str] = []
+    missing: list[dict[str, Any]] = []
+    for row in value["imports"]:
+        if not here.has_package(row["module"]):
+            continue
+        target = here.resolve(row["module"], row["name"])
+        fact = target.as_fact()
+        for path in target.files():
+            by_file.setdefault(path, set()).add(row["site"])
+        if not target.found:
+            unresolved.append(row["site"])
+        if there is not None:
+            later: Target = there.resolve(row["module"], row["name"])
+            fact["compare"] = later.as_fact()
+            if target.found and not later.found:
+                missing.append({"site": row["site"], "module": row["module"], "name": row["name"],
+                                "reason": later.reason})
+        row["target"] = fact
+    value["upstream"] = {"path": str(upstream.root), "rev": upstream.rev, "rev_sha": upstream.rev_sha,
+                         "compare_rev": compare.rev if compare else None,
+                         "compare_sha": compare.rev_sha if compare else None}
+    value["by_upstream_file"] = {path: sorted(sites, key=_site_order) for path, sites in sorted(by_file.items())}
+    value["unresolved"] = unresolved
+    value["missing_at_compare"] = missing
+    value["upstream_parse_errors"] = [
+        {**err.as_fact(), "rev": resolver.tree.rev}
+        for resolver in (here, there) if resolver is not None for err in resolver.errors.values()]
+
+
+def _site_order(site: str) -> tuple[str, int]:
+    path, _, line = site.rpartition(":")
+    return path, int(line)

@@ -1,0 +1,324 @@
+"""Python sources for the `python.*` probes: which files, read from a working tree or from a
+revision's git objects, parsed with located syntax errors, and named as modules.
+
+A revision is read without checking anything out: one `git ls-tree -r -z` lists it and one
+long-lived `git cat-file --batch` process serves every blob asked for, however many files a
+probe ends up reading (resolution reads upstream files on demand, so a one-shot batch would
+need one git call per round of re-exports).
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import subprocess
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from policyrun.probes.base import ProbeContext, ProbeError
+from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_repo, resolve_commits
+from policyrun.probes.search import PathFilter, walk_files
+
+# ast.parse warns about invalid escape sequences (a SyntaxWarning on stderr from 3.12); upstream
+# sources have some and they are not our report. catch_warnings swaps process-wide state, so
+# concurrent probes take turns.
+_WARNINGS_LOCK = threading.Lock()
+_REGULAR_BLOB = {"100644", "100755"}  # symlinks (120000) and submodules (160000) are not sources
+
+
+@dataclass(frozen=True)
+class ParseError:
+    file: str
+    line: int
+    column: int | None
+    message: str
+
+    def as_fact(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
+
+
+def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
+    """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured)."""
+    if b"\0" in data:
+        return ParseError(rel, data[:data.index(b"\0")].count(b"\n") + 1, None,
+                          "source contains a NUL byte (not Python text)")
+    try:
+        with _WARNINGS_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(data, filename=rel)
+    except SyntaxError as exc:  # IndentationError and TabError included
+        return ParseError(rel, exc.lineno or 1, exc.offset, exc.msg)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return ParseError(rel, 1, None, f"cannot parse: {type(exc).__name__}: {exc}")
+
+
+def source_text(data: bytes) -> str:
+    """Decoded text for source segments and quoted lines (ast offsets index this text's lines)."""
+    return data.decode("utf-8", "replace").removeprefix("\ufeff")
+
+
+class BlobReader:
+    """One `git cat-file --batch` process, asked for one object at a time.
+
+    Requests go one by one (write a name, read its answer) so the pipes never fill both ways;
+    a timer kills the process at the probe's deadline, which ends any read with EOF.
+    """
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.timer: threading.Timer | None = None
+        self.shown = ""
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        from git import Git
+
+        self.shown = f"git -C {self.repo.root} cat-file --batch"
+        self.repo.commands.append(self.shown)
+        remaining = self.repo.deadline - time.monotonic()
+        if remaining <= 0:
+            raise self.repo.timeout(self.shown)
+        try:
+            proc = subprocess.Popen([Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *READ_ONLY_CONFIG, "cat-file", "--batch"],
+                                    cwd=self.repo.root, env=self.repo.env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError as exc:
+            raise ProbeError("git.not_installed", f"cannot run git: {exc.strerror}; install git or put it on PATH",
+                             commands=self.repo.commands) from None
+        self.timer = threading.Timer(remaining, proc.kill)
+        self.timer.daemon = True
+        self.timer.start()
+        self.proc = proc
+        return proc
+
+    def read(self, name: str) -> bytes | None:
+        """The blob's bytes, or None when git has no such object."""
+        proc = self.proc or self._start()
+        stdin, stdout = _pipes(proc)
+        try:
+            stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
+            stdin.flush()
+            header = stdout.readline()
+        except (BrokenPipeError, ValueError):
+            header = b""
+        if not header:
+            raise self._died()
+        parts = header.split()
+        if parts[-1] == b"missing" or len(parts) != 3:
+            return None
+        size = int(parts[2])
+        data = stdout.read(size + 1)  # the object and its trailing LF
+        if len(data) != size + 1:
+            raise self._died()
+        return data[:size] if parts[1] == b"blob" else None
+
+    def _died(self) -> ProbeError:
+        if time.monotonic() >= self.repo.deadline:
+            return self.repo.timeout(self.shown)
+        return ProbeError("git.failed", f"`{self.shown}` stopped answering; run it by hand to see why",
+                          commands=self.repo.commands)
+
+    def close(self) -> None:
+        if self.timer:
+            self.timer.cancel()
+        if self.proc:
+            if self.proc.stdin:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdout:
+                self.proc.stdout.close()
+            self.proc = None
+
+
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    assert proc.stdin is not None and proc.stdout is not None  # both were opened as PIPE
+    return proc.stdin, proc.stdout
+
+
+@dataclass
+class SourceTree:
+    """Every file under `root`, as of `rev` (git objects) or as of now (the working tree).
+
+    `paths` are relative to `root`, sorted. Inside a repository only tracked files count (as
+    `git ls-files` lists them); outside one every file under root does (`.git` skipped).
+    """
+
+    root: Path
+    rev: str | None
+    rev_sha: str | None
+    repo: GitRepo | None
+    paths: list[str]
+    blobs: dict[str, str] = field(default_factory=dict)  # path -> blob sha, for a revision
+    reader: BlobReader | None = None
+    deadline: float = 0.0
+    timeout_s: float = 0.0
+
+    def key(self, rel: str) -> str:
+        """What identifies the content: the blob sha at a revision (shared by unchanged files)."""
+        return f"blob:{self.blobs[rel]}" if self.rev_sha else f"file:{self.root / rel}"
+
+    def read(self, rel: str) -> bytes | None:
+        if time.monotonic() > self.deadline:
+            raise ProbeError("probe.timeout", f"reading Python sources under {self.root} took longer than the "
+                                              f"probe's {self.timeout_s:g}s; raise the probe's timeout_s")
+        if self.rev_sha:
+            assert self.reader is not None
+            return self.reader.read(self.blobs[rel])
+        try:
+            return (self.root / rel).read_bytes()
+        except OSError:  # deleted in the working tree, or unreadable: nothing to parse
+            return None
+
+    def select(self, keep: PathFilter) -> list[str]:
+        return [p for p in self.paths if keep(p)]
+
+    def where(self) -> str:
+        return f"{self.root} at {self.rev}" if self.rev else str(self.root)
+
+    def __enter__(self) -> SourceTree:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.reader:
+            self.reader.close()
+
+
+def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str = "root") -> SourceTree:
+    """The tree at `root_param` (a directory), at `rev` when given. `what` names the parameter in errors."""
+    root = ctx.resolve(root_param).resolve()
+    if not root.is_dir():
+        raise ProbeError("file.not_found", f"{root} is not a directory; check the {what} parameter")
+    try:
+        repo: GitRepo | None = open_repo(str(root), ctx)
+    except ProbeError as exc:
+        if exc.code != "git.not_a_repository" or rev:
+            raise
+        repo = None
+    deadline = time.monotonic() + ctx.timeout_s
+    if repo is None:
+        paths = [rel for rel, _ in walk_files(root, PathFilter([], []))]
+        return SourceTree(root, None, None, None, paths, deadline=deadline, timeout_s=ctx.timeout_s)
+    if rev is None:
+        out = repo.run(["ls-files", "-z", "--cached"], cwd=root).stdout
+        paths = sorted(set(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p))
+        return SourceTree(root, None, None, repo, paths, deadline=deadline, timeout_s=ctx.timeout_s)
+    (sha,) = resolve_commits(repo, [rev])
+    prefix = "" if root == repo.root else root.relative_to(repo.root).as_posix() + "/"
+    listing = repo.run(["ls-tree", "-r", "-z", "--full-tree", sha]).stdout
+    blobs: dict[str, str] = {}
+    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, path = record.partition("\t")
+        mode, _, rest = meta.partition(" ")
+        if mode in _REGULAR_BLOB and path.startswith(prefix):
+            blobs[path[len(prefix):]] = rest.split(" ")[1]
+    return SourceTree(root, rev, sha, repo, sorted(blobs), blobs, BlobReader(repo), deadline=deadline,
+                      timeout_s=ctx.timeout_s)
+
+
+def as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+# --- module names -------------------------------------------------------------------------------
+
+class ModuleNamer:
+    """Maps files to dotted module names and back, given the source roots (`.`, `src`, ...)."""
+
+    def __init__(self, source_roots: Iterable[str], paths: Iterable[str]) -> None:
+        roots = []
+        for r in source_roots:
+            norm = r.strip().strip("/")
+            roots.append("" if norm in ("", ".") else norm.removeprefix("./") + "/")
+        self.roots = sorted(set(roots), key=len, reverse=True)  # the deepest root claims a file
+        self.files = {p for p in paths if p.endswith(".py")}
+        self.dirs = {d for p in self.files for d in _parents(p)}
+
+    def module_of(self, rel: str) -> tuple[str, bool]:
+        """(module name, is a package) of a .py file; a file outside every root is named from `.`."""
+        root = next((r for r in self.roots if rel.startswith(r)), "")
+        parts = rel[len(root):].removesuffix(".py").split("/")
+        if parts[-1] == "__init__":
+            return ".".join(parts[:-1]), True
+        return ".".join(parts), False
+
+    def package_of(self, rel: str) -> str:
+        module, is_package = self.module_of(rel)
+        return module if is_package else module.rpartition(".")[0]
+
+    def file_of(self, module: str) -> tuple[bool, str | None]:
+        """(exists, file): a package's `__init__.py`, else `module.py`, else a namespace package
+        (a directory of sources without `__init__.py`: exists, no file) — the import system's order."""
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            return False, None
+        rel = module.replace(".", "/")
+        for root in self.roots:
+            for candidate in (f"{root}{rel}/__init__.py", f"{root}{rel}.py"):
+                if candidate in self.files:
+                    return True, candidate
+        return any(f"{root}{rel}" in self.dirs for root in self.roots), None
+
+
+def _parents(path: str) -> Iterable[str]:
+    parts = path.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        yield "/".join(parts[:i])
+
+
+def absolute_module(module: str | None, level: int, package: str) -> str | None:
+    """`from ..a import b` in package `p.q.r` → `p.q.a`; None when it climbs above the top."""
+    if level == 0:
+        return module
+    parts = package.split(".") if package else []
+    if level > len(parts):
+        return None
+    base = parts[:len(parts) - level + 1]
+    return ".".join(base + ([module] if module else []))
+
+
+def relative_text(module: str | None, level: int) -> str:
+    return "." * level + (module or "")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """ASTs are large acyclic graphs that reference counting frees; the cyclic collector's full
+    passes over every AST kept alive cost as much as the parsing (2.0 s -> 1.0 s on vLLM)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def schema_list(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": ["string", "array"], "items": {"type": "string"}, "description": description, **extra}
+
+
+def object_schema(description: str, props: Mapping[str, Any], *, nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["object", "null"] if nullable else "object", "description": description,
+            "properties": dict(props)}
+
+
+PARSE_ERROR_SCHEMA = object_schema("A file that is not valid Python.", {
+    "file": {"type": "string", "description": "Path relative to the scanned root."},
+    "line": {"type": "integer", "description": "1-based line of the error."},
+    "column": {"type": ["integer", "null"], "description": "1-based column, when Python gives one."},
+    "message": {"type": "string", "description": "Python's message (e.g. `invalid syntax`)."},
+})

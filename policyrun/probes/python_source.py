@@ -1,0 +1,11 @@
+"""The `python.*` source probes (imports, symbols, constants), registered as one family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyrun.probes.pyconstants import ConstantsProbe
+from policyrun.probes.pyimports import ImportsProbe
+from policyrun.probes.pysymbols import SymbolsProbe
+
+PROBES: list[Any] = [ImportsProbe(), SymbolsProbe(), ConstantsProbe()]
