@@ -1,0 +1,55 @@
+"""PEP 440 versions through `packaging` (the library pip itself uses)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from policyrun.functions.base import fail
+
+
+@lru_cache(maxsize=1024)
+def _parse(text: str) -> Version | None:
+    try:
+        return Version(text)  # accepts a leading "v" and surrounding whitespace, as PEP 440 allows
+    except InvalidVersion:
+        return None
+
+
+def _version(fn: str, text: str) -> Version:
+    version = _parse(text)
+    if version is None:
+        fail(f"{fn}: '{text}' is not a PEP 440 version (such as 1.2, 0.26.0+cu128, 2.0rc1 or v0.27.0)")
+    return version
+
+
+def version_compare(a: str, b: str) -> int:
+    va, vb = _version("version_compare", a), _version("version_compare", b)
+    return (va > vb) - (va < vb)
+
+
+def version_valid(text: str) -> bool:
+    return _parse(text) is not None
+
+
+def version_release(text: str) -> str:
+    return ".".join(str(part) for part in _version("version_release", text).release)
+
+
+@lru_cache(maxsize=256)
+def _specifiers(spec: str) -> SpecifierSet | None:
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        return None
+
+
+def version_matches(text: str, spec: str) -> bool:
+    version = _version("version_matches", text)
+    specifiers = _specifiers(spec)
+    if specifiers is None:
+        fail(f"version_matches: '{spec}' is not a PEP 440 specifier set (such as '>=2.0,<3' or '==0.26.*')")
+    # A concrete version is being checked, not a release chosen: pre-releases inside the range match.
+    return specifiers.contains(version, prereleases=True)
