@@ -58,7 +58,11 @@ def now_utc() -> str:
 
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
              timestamp: bool = True, notes: dict[str, Any] | None = None) -> Trace:
+    """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
+    from policyrun.guard import run_guarded
+
     ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display)
-    return evaluate_rulebook(rb.model, mode=mode, inputs=inputs, facts=facts, rulebook_ref=ref,
-                             locations=check_locations(rb), generated_at=now_utc() if timestamp else None,
-                             notes=notes)
+    locations = check_locations(rb)
+    stamp = now_utc() if timestamp else None
+    return run_guarded(lambda: evaluate_rulebook(rb.model, mode=mode, inputs=inputs, facts=facts, rulebook_ref=ref,
+                                                 locations=locations, generated_at=stamp, notes=notes))

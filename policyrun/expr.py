@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from policyrun.celast import CheckedAst, PathRead, parse_serialized, variable_reads
 from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
@@ -171,9 +171,28 @@ def bind(compiled: Compiled, variables: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+class _Guard(Protocol):
+    def enter(self, source: str) -> str | None: ...
+    def leave(self) -> None: ...
+
+
+_guard: _Guard | None = None
+
+
+def set_guard(guard: _Guard | None) -> None:
+    """Install the watcher of expression evaluation (policyrun.guard, in its evaluation child)."""
+    global _guard
+    _guard = guard
+
+
 def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
     """Evaluate with only what the expression reads bound, or against a prepared activation
     (`make_activation`) whose conversions are shared by every expression that uses it."""
+    guard = _guard
+    if guard is not None:
+        refused = guard.enter(compiled.source)
+        if refused is not None:
+            return Outcome(error=refused, kind="limit")
     try:
         if activation is not None:
             result = compiled.program.eval(activation)
@@ -181,6 +200,9 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
             result = compiled.program.eval(data=bind(compiled, variables))
     except RuntimeError as exc:
         return _error_outcome(str(exc))
+    finally:
+        if guard is not None:
+            guard.leave()
     if result.type().name() == "ERROR":
         return _error_outcome(str(result.value()))
     try:
@@ -207,11 +229,11 @@ def _error_outcome(text: str) -> Outcome:
     if UNKNOWN_MARKER in text:
         return Outcome(error=text.split(UNKNOWN_MARKER, 1)[1].strip(), kind="unknown")
     if LIMIT_MARKER in text:
-        return Outcome(error=text.split(LIMIT_MARKER, 1)[1].strip(), kind="limit")
+        return Outcome(error=f"hit a size bound: {text.split(LIMIT_MARKER, 1)[1].strip()}", kind="limit")
     if "Iteration budget exceeded" in text:
-        return Outcome(error="the expression iterates more than the runtime's budget of 10,000 comprehension "
-                             "steps; compute it with library functions (group_by, index_by, join, where) in "
-                             "`derive` instead of nested comprehensions", kind="budget")
+        return Outcome(error="iterates past the runtime's budget of 10,000 comprehension steps; compute it with "
+                             "library functions (group_by, index_by, join, where) in `derive` instead of nested "
+                             "comprehensions", kind="budget")
     found = _NOT_FOUND.search(text)
     if found is not None:
         return Outcome(error=f'no key "{found.group(1)}"', kind="missing_key")

@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
 from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr, evaluate, interpolate_text,
@@ -41,20 +41,6 @@ _MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha
 _LIVE_ROOTS = frozenset({"phases", "violations"})
 
 
-class Guard(Protocol):
-    """Watches expression evaluation (policyrun.guard runs it in a child it can stop)."""
-
-    def enter(self, key: str) -> str | None:
-        """Called before each CEL evaluation; returns why the expression must not run (it ran
-        past a bound in an earlier attempt), or None."""
-        ...
-
-
-class _NoGuard:
-    def enter(self, key: str) -> str | None:
-        return None
-
-
 @dataclass
 class EvalContext:
     rulebook: Rulebook
@@ -65,7 +51,6 @@ class EvalContext:
     variables: dict[str, Any] = field(default_factory=dict)
     derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
     derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
-    guard: Guard = field(default_factory=_NoGuard)
     activation: Any = None
 
 
@@ -95,14 +80,13 @@ class ValueOutcome:
 
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
-                      generated_at: str | None = None, guard: Guard | None = None,
-                      notes: Mapping[str, Any] | None = None) -> Trace:
+                      generated_at: str | None = None, notes: Mapping[str, Any] | None = None) -> Trace:
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
     # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, guard, notes)
+        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes)
     finally:
         if enabled:
             gc.enable()
@@ -110,8 +94,8 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
-              guard: Guard | None, notes: Mapping[str, Any] | None) -> Trace:
-    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, guard=guard or _NoGuard())
+              notes: Mapping[str, Any] | None) -> Trace:
+    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
     phases_var: dict[str, dict[str, Any]] = {}
     fact_values = facts.values()
     ctx.variables = {"facts": fact_values, "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
@@ -429,10 +413,6 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
             by_root.setdefault(root, r.get("error") or "not collected")
         why = "; ".join(f"{root}: {err}" for root, err in by_root.items())
         return compiled, reads, fact_ids, (f"missing fact {why}", False)
-    refused = ctx.guard.enter(key)
-    if refused is not None:
-        where = ctx.locations.get(key)
-        return compiled, reads, fact_ids, (f"{refused} ({where})" if where else refused, True)
     return compiled, reads, fact_ids, None
 
 
@@ -444,14 +424,15 @@ def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) ->
 
 
 def _failure(ctx: EvalContext, key: str, outcome: Any) -> tuple[str, bool]:
-    """(message, is_error) for a failed evaluation."""
+    """(message, is_error) for a failed evaluation. A bound that was hit is one line naming the
+    rulebook location, never the expression itself."""
     if outcome.kind == "missing_key":
         return f"missing value: {outcome.error}", False
     if outcome.kind == "unknown":
         return outcome.error or "unknown", False
     where = ctx.locations.get(f"{key}.check") or ctx.locations.get(key)
     if outcome.kind in ("budget", "limit"):
-        return (f"{where}: {outcome.error}" if where else outcome.error), True
+        return (f"the expression at {where} {outcome.error}" if where else f"the expression {outcome.error}"), True
     return f"evaluation error: {outcome.error}", True
 
 
