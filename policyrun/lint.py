@@ -25,7 +25,27 @@ def lint_file(path: Path) -> list[Finding]:
 
 
 def findings_for(rb: LoadedRulebook) -> list[Finding]:
-    return check_rulebook(rb) + _probe_findings(rb) + _template_findings(rb)
+    return check_rulebook(rb) + _probe_findings(rb) + _type_findings(rb) + _template_findings(rb)
+
+
+def _type_findings(rb: LoadedRulebook) -> list[Finding]:
+    """Fact paths and comparison operands checked against the probes' fact schemas."""
+    from policyrun.checks import _position, expression_sites
+    from policyrun.typecheck import check_source, fact_schemas
+
+    schemas = fact_schemas(rb.model)
+    if not schemas:
+        return []
+    sink = FindingSink()
+    for site in expression_sites(rb):
+        if not site.source.strip() or "facts" not in site.source:
+            continue
+        text = site.source if site.condition else site.source.strip()
+        lead = 0 if site.condition else len(site.source) - len(site.source.lstrip())
+        for found in check_source(text, schemas):
+            where = _position(rb, site, found.line, found.column + (lead if found.line == 1 else 0))
+            sink.add(found.code, found.message, where, node=node_path_text(site.path))
+    return sink.findings
 
 
 def _probe_findings(rb: LoadedRulebook) -> list[Finding]:

@@ -19,6 +19,7 @@ def schema_for(which: str) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
     if which == "rulebook":
         _allow_short_forms(schema)
+        _probe_kinds(schema)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"urn:policyrun:schema:{which}:1", **schema}
 
@@ -31,6 +32,34 @@ def _allow_short_forms(schema: dict[str, Any]) -> None:
     pre["items"] = {"anyOf": [{"type": "string", "minLength": 1}, pre["items"]]}
     phases = defs["Mode"]["properties"]["phases"]
     phases["items"] = {"anyOf": [{"type": "string"}, phases["items"]]}
+
+
+def _probe_kinds(schema: dict[str, Any]) -> None:
+    """`uses` is one of the registered kinds, and `with` takes that kind's parameter names, so an
+    editor flags `uses: test.junit` or a misspelt parameter as people type. Parameter *values*
+    are not typed here: any of them may be a `${...}` template, checked after interpolation."""
+    from policyrun.probes.registry import registry
+
+    kinds = registry()
+    spec = schema["$defs"]["ProbeSpec"]
+    spec["properties"]["uses"]["enum"] = sorted(kinds)
+    spec["properties"]["uses"]["description"] += (" Kinds added by installed plugins are included when this "
+                                                  "schema is generated with `policyrun schema rulebook`.")
+    branches = []
+    for name in sorted(kinds):
+        params = kinds[name].params_schema
+        props = params.get("properties", {})
+        with_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {k: {"description": v.get("description", "")} if isinstance(v, dict) else {}
+                           for k, v in props.items()},
+            "additionalProperties": params.get("additionalProperties", True) is not False,
+        }
+        if params.get("required"):
+            with_schema["required"] = list(params["required"])
+        branches.append({"if": {"properties": {"uses": {"const": name}}, "required": ["uses"]},
+                         "then": {"properties": {"with": with_schema}}})
+    spec["allOf"] = branches
 
 
 def schema_text(which: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policyrun.checks import check_rulebook
+from policyrun.lint import findings_for
 from policyrun.engine import evaluate
 from policyrun.errors import RulebookError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance
@@ -57,11 +57,11 @@ def test_case(path: Path, tmp_path: Path) -> None:
         except RulebookError as exc:
             codes = [f.code for f in exc.findings] or [exc.code]
         else:
-            codes = [f.code for f in check_rulebook(rb) if f.severity == "error"]
+            codes = [f.code for f in findings_for(rb) if f.severity == "error"]
         assert expect["error"] in codes, codes
         return
     rb = load_rulebook(rb_path)
-    assert [f for f in check_rulebook(rb) if f.severity == "error"] == []
+    assert [f for f in findings_for(rb) if f.severity == "error"] == []
     mode = select_mode(rb.model, case.get("mode"))
     inputs = resolve_inputs(rb.model, values=case.get("inputs", {}))
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=_facts(case), timestamp=False)
