@@ -19,6 +19,8 @@ on the path, stops the search (reason `depth_limit` / `cycle`).
 from __future__ import annotations
 
 import ast
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +82,38 @@ class Target:
             yield self.defining_file
 
 
+class _BlobCache:
+    """Parsed modules by blob sha, shared by the probes of one process: a blob's content never
+    changes, and a planning run reads the same upstream revisions from several probes. Bounded
+    by source bytes (an AST takes about 25 times its source), least recently used out first."""
+
+    def __init__(self, max_source_bytes: int) -> None:
+        self.max_bytes = max_source_bytes
+        self.bytes = 0
+        self.items: OrderedDict[str, ModuleInfo] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> ModuleInfo | None:
+        with self.lock:
+            info = self.items.get(key)
+            if info is not None:
+                self.items.move_to_end(key)
+            return info
+
+    def put(self, key: str, info: ModuleInfo) -> None:
+        with self.lock:
+            if key in self.items:
+                return
+            self.items[key] = info
+            self.bytes += len(info.source)
+            while self.bytes > self.max_bytes and self.items:
+                _, dropped = self.items.popitem(last=False)
+                self.bytes -= len(dropped.source)
+
+
+_SHARED = _BlobCache(8 * 1024 * 1024)  # vLLM needs about 3 MB for the afd-plugin's imports
+
+
 class Resolver:
     """Resolution over one SourceTree; `cache` (parsed modules by content key) may be shared
     between the trees of one repository at two revisions."""
@@ -95,9 +129,11 @@ class Resolver:
         return self.namer.file_of(module.split(".")[0])[0]
 
     def info(self, path: str) -> ModuleInfo:
-        # The same bytes at another path are another module (every empty __init__.py is one blob).
-        key = f"{self.tree.key(path)}|{path}"
-        info = self.cache.get(key)
+        # The same bytes at another path are another module (every empty __init__.py is one blob),
+        # and the source roots decide the module's name.
+        content = self.tree.key(path)
+        key = f"{content}|{path}|{','.join(self.namer.roots)}"
+        info = self.cache.get(key) or (_SHARED.get(key) if content.startswith("blob:") else None)
         if info is None:
             module, is_package = self.namer.module_of(path)
             package = module if is_package else module.rpartition(".")[0]
@@ -108,7 +144,9 @@ class Resolver:
             else:
                 info = module_info(parsed, path, module, package)
                 info.source = data or b""
-            self.cache[key] = info
+            if content.startswith("blob:"):
+                _SHARED.put(key, info)
+        self.cache[key] = info
         if info.error:
             self.errors[path] = info.error
         return info
