@@ -149,18 +149,27 @@ def lookup(rows: list[Any], key: str, index: dict[Any, Any]) -> list[Any]:
 def inner_join(left: list[Any], lkey: str, right: list[Any], rkey: str) -> list[dict[str, Any]]:
     lkeys = hkeys(column("inner_join", left, lkey, "left row"))
     rkeys = hkeys(column("inner_join", right, rkey, "right row"))
+    unique = dict(zip(rkeys, right))
+    unique.pop(NULL_KEY, None)  # as in SQL, null never joins
+    if len(unique) == len(right) - (NULL_KEY in rkeys):
+        # Unique keys on the right (the common case): at most one pair per left row.
+        return [{"left": row, "right": unique[k]} for k, row in zip(lkeys, left) if k in unique]
     index: dict[Any, list[Any]] = {}
     for k, row in zip(rkeys, right):
-        index.setdefault(k, []).append(row)
-    index.pop(NULL_KEY, None)  # as in SQL, null never joins
+        bucket = index.get(k)
+        if bucket is None:
+            index[k] = [row]
+        else:
+            bucket.append(row)
+    index.pop(NULL_KEY, None)
+    found = [index.get(k) for k in lkeys]
     # Count before building: equal keys on both sides multiply, and 100,000 x 100,000 pairs
     # must fail here rather than after allocating them.
-    total = sum(len(index.get(k, ())) for k in lkeys)
+    total = sum(len(m) for m in found if m is not None)
     if total > MAX_ITEMS:
         over_limit("inner_join", total)
     out: list[dict[str, Any]] = []
-    for k, row in zip(lkeys, left):
-        matches = index.get(k)
-        if matches:
+    for row, matches in zip(left, found):
+        if matches is not None:
             out.extend({"left": row, "right": match} for match in matches)
     return out
