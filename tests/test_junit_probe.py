@@ -3,12 +3,14 @@ JUnit variants, hostile XML, report-log JSONL; and the generic `results` probe."
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 from policyrun import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.junit import JunitProbe
+from policyrun.probes.junit import TEXT_CAP, JunitProbe
 from policyrun.probes.results import ResultsProbe
 
 DATA = Path(__file__).parent / "data" / "junit"
@@ -69,9 +71,10 @@ def _error(tmp_path: Path, **params: Any) -> ProbeError:
     return info.value
 
 
-def _check_pytest_sample(v: dict[str, Any], prefix: str, broken_id: str) -> None:
+def _check_pytest_sample(v: dict[str, Any], prefix: str, broken_id: str, crash_file: str = "test_sample.py",
+                         broken_classname: str | None = None) -> None:
     assert v["totals"] == {"tests": 10, "passed": 4, "failed": 1, "errors": 2, "skipped": 3, "xfailed": 1,
-                           "collection_errors": 1}
+                           "collection_errors": 1, "collection_skipped": 0}
     t = v["totals"]
     assert t["tests"] == t["passed"] + t["failed"] + t["errors"] + t["skipped"]
     assert v["skip_reasons"] == {"DBO unsupported on NPU": 1, "known bug #12": 1, "requires 4 GPUs": 1}
@@ -79,10 +82,21 @@ def _check_pytest_sample(v: dict[str, Any], prefix: str, broken_id: str) -> None
         (f"{prefix}::test_skip", "requires 4 GPUs", "skip"),
         (f"{prefix}::test_skip_inside", "DBO unsupported on NPU", "skip"),
         (f"{prefix}::test_xfail", "known bug #12", "xfail")]
-    assert v["failures"][0]["id"] == f"{prefix}::test_fail"
-    assert v["failures"][0]["message"] == "AssertionError: one is not two"
-    assert v["collection_errors"] == [{"id": broken_id, "type": None,
-                                       "message": "ModuleNotFoundError: No module named 'does_not_exist_module'"}]
+    assert v["failures"] == [{"id": f"{prefix}::test_fail", "message": "AssertionError: one is not two", "type": None,
+                              "classname": prefix, "name": "test_fail", "file": crash_file, "line": 8,
+                              "truncated": False}]
+    assert v["failed_ids"] == [f"{prefix}::test_fail"]
+    assert v["error_ids"] == [broken_id, f"{prefix}::test_error"]
+    assert v["collection_errors"] == [{
+        "id": broken_id, "type": None, "message": "ModuleNotFoundError: No module named 'does_not_exist_module'",
+        "classname": broken_classname, "name": broken_id.rpartition("::")[2], "file": None, "line": None,
+        "truncated": False}]
+    assert v["collection_skips"] == [] and v["truncated"] == []
+    # the setup error is located where the fixture raised (1-based, as pytest prints it)
+    assert [(e["file"], e["line"]) for e in v["errors"]] == [(None, None), (crash_file, 23)]
+    # a skip's place comes from the body's "path:line: " prefix; an xfail has none
+    assert [(Path(s["file"]).name if s["file"] else None, s["line"], s["collection"]) for s in v["skips"]] == [
+        ("test_sample.py", 10, False), ("test_sample.py", 15, False), (None, None, False)]
     assert {e["id"] for e in v["errors"]} == {broken_id, f"{prefix}::test_error"}
     assert "RuntimeError: fixture exploded" in next(e["message"] for e in v["errors"] if e["id"] != broken_id)
     tests = v["tests"]
@@ -126,7 +140,7 @@ def test_committed_pytest_samples(name: str, broken_id: str) -> None:
 def test_reportlog_of_the_same_session() -> None:
     """pytest-reportlog output of the session that wrote pytest-xunit2.xml: the same facts."""
     v = _run(DATA, path="pytest-reportlog.jsonl")
-    _check_pytest_sample(v, "test_sample.py", "test_broken.py")
+    _check_pytest_sample(v, "test_sample.py", "test_broken.py", crash_file="/tmp/jt/test_sample.py")
     assert v["files"][0]["format"] == "reportlog"
     assert v["tests"]["test_sample.py::TestGroup::test_method"] == {
         "outcome": "passed", "duration": pytest.approx(0.000269, abs=1e-5), "message": None,
@@ -139,13 +153,14 @@ def test_reportlog_of_the_same_session() -> None:
 def test_nested_testsuites_variant() -> None:
     v = _run(DATA, path="nested-testsuites.xml")
     assert v["totals"] == {"tests": 6, "passed": 2, "failed": 1, "errors": 1, "skipped": 2, "xfailed": 0,
-                           "collection_errors": 0}
+                           "collection_errors": 0, "collection_skipped": 0}
     assert v["suites"] == ["kernels", "kernels.attention", "kernels.moe"]
     paged = v["tests"]["tests/kernels/test_attention.py::test_paged"]  # no classname: file::name
     assert paged["properties"] == {"seed": "1234", "backend": "FLASHINFER"} and paged["line"] == 88
     assert v["tests"]["tests.kernels.test_attention::test_flash[fp8]"]["message"] == "requires 4 GPUs"
     assert v["failures"] == [{"id": "tests.kernels.test_moe::test_fused_moe", "message": "Tensor-likes are not close!",
-                              "type": "AssertionError"}]
+                              "type": "AssertionError", "classname": "tests.kernels.test_moe",
+                              "name": "test_fused_moe", "file": None, "line": None, "truncated": False}]
     assert v["errors"][0]["message"] == 'failed on setup with "RuntimeError: NCCL error"'
     assert v["collection_errors"] == []  # suite-level properties did not leak into a testcase
 
@@ -155,8 +170,11 @@ def test_testsuite_root_variant() -> None:
     assert v["totals"]["tests"] == 4 and v["suites"] == ["com.example.CalcTest"]
     assert v["failures"][0]["message"] == "expected: <2> but was: <3>"
     assert v["errors"][0] == {"id": "com.example.CalcTest::overflows", "type": "java.lang.ArithmeticException",
-                              "message": "java.lang.ArithmeticException: integer overflow"}
-    assert v["skips"] == [{"id": "com.example.CalcTest::pending", "reason": "", "kind": "skip", "type": None}]
+                              "message": "java.lang.ArithmeticException: integer overflow",
+                              "classname": "com.example.CalcTest", "name": "overflows", "file": None, "line": None,
+                              "truncated": False}
+    assert v["skips"] == [{"id": "com.example.CalcTest::pending", "reason": "", "kind": "skip", "type": None,
+                           "collection": False, "file": None, "line": None}]
 
 
 @pytest.mark.parametrize("name", ["billion-laughs.xml", "external-entity.xml"])
@@ -287,3 +305,158 @@ def test_results_shapes_and_errors(tmp_path: Path) -> None:
     with pytest.raises(ProbeError) as info:
         ResultsProbe().run({"path": "bad.json"}, ProbeContext(base_dir=tmp_path, timeout_s=5))
     assert "bad.json:2:7" in info.value.message
+
+
+# --- collection skips, located failures, text caps ---------------------------------------------------
+
+MODULE_SKIP = '''import pytest
+
+mod = pytest.importorskip("does_not_exist_module")
+
+
+def test_never_collected():
+    pass
+'''
+
+
+def test_collection_skip_from_a_real_pytest_run(tmp_path: Path) -> None:
+    work = tmp_path / "suite"
+    work.mkdir()
+    (work / "test_needs_module.py").write_text(MODULE_SKIP)
+    (work / "test_ok.py").write_text("def test_ok():\n    assert False, 'boom'\n")
+    report = tmp_path / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                    str(work)], capture_output=True, text=True, cwd=work, timeout=120)
+    v = _run(tmp_path, path="report.xml")
+    reason = "could not import 'does_not_exist_module': No module named 'does_not_exist_module'"
+    assert v["totals"]["skipped"] == 1 and v["totals"]["collection_skipped"] == 1
+    (skip,) = v["collection_skips"]
+    assert skip["module"] == "test_needs_module" and skip["reason"] == reason
+    assert Path(skip["file"]).name == "test_needs_module.py" and skip["line"] == 3  # the importorskip line
+    assert v["skips"] == [{"id": skip["id"], "reason": reason, "kind": "skip", "type": None, "collection": True,
+                           "file": skip["file"], "line": 3}]
+    assert v["skip_reasons"] == {reason: 1}  # not pytest's generic "collection skipped"
+    (failure,) = v["failures"]
+    assert failure["id"] == "test_ok::test_ok" and failure["message"] == "AssertionError: boom"
+    assert (failure["file"], failure["line"]) == ("test_ok.py", 2)
+
+
+def _xml(tmp_path: Path, body: str, name: str = "r.xml") -> Path:
+    path = tmp_path / name
+    path.write_text(f'<?xml version="1.0" encoding="utf-8"?><testsuite name="s">{body}</testsuite>', encoding="utf-8")
+    return path
+
+
+def test_skip_reason_sources(tmp_path: Path) -> None:
+    _xml(tmp_path, """
+      <testcase classname="m" name="attr"><skipped type="pytest.skip" message="needs 8 GPUs">/x/t.py:12: needs 8 GPUs</skipped></testcase>
+      <testcase classname="m" name="text_only"><skipped>/x/t.py:40: no NCCL</skipped></testcase>
+      <testcase classname="" name="pkg.test_mod"><skipped message="collection skipped">('/x/pkg/test_mod.py', 7, "Skipped: can't load \\"x\\": it's gone")</skipped></testcase>
+      <testcase classname="" name="pkg.test_other"><skipped message="collection skipped">(not a tuple</skipped></testcase>
+      <testcase classname="m" name="not_collection"><skipped message="m">('/x/t.py', 1, 'Skipped: from the tuple')</skipped></testcase>
+    """)
+    v = _run(tmp_path, path="r.xml")
+    got = [(s["id"], s["reason"], s["collection"], s["file"], s["line"]) for s in v["skips"]]
+    assert got == [
+        ("m::attr", "needs 8 GPUs", False, "/x/t.py", 12),
+        ("m::text_only", "no NCCL", False, "/x/t.py", 40),
+        ("pkg.test_mod", "can't load \"x\": it's gone", True, "/x/pkg/test_mod.py", 7),
+        ("pkg.test_other", "collection skipped", True, None, None),  # unreadable body: the attribute stays
+        ("m::not_collection", "from the tuple", False, "/x/t.py", 1),
+    ]
+    assert v["totals"]["collection_skipped"] == 2
+    assert [(c["module"], c["reason"]) for c in v["collection_skips"]] == [
+        ("pkg.test_mod", "can't load \"x\": it's gone"), ("pkg.test_other", "collection skipped")]
+    assert v["tests"]["pkg.test_mod"]["message"] == "can't load \"x\": it's gone"
+    assert all(not k.startswith("_") for t in v["tests"].values() for k in t)
+
+
+def test_failures_and_errors_are_named_and_located(tmp_path: Path) -> None:
+    _xml(tmp_path, """
+      <testcase classname="tests.unit.test_a" name="test_x" file="tests/unit/test_a.py" line="4"><failure message="assert 1 == 2">def test_x():
+&gt;       assert 1 == 2
+E       assert 1 == 2
+
+tests/unit/test_a.py:6: AssertionError</failure></testcase>
+      <testcase classname="tests.unit.test_a" name="test_y"><failure>RuntimeError: first line
+more</failure><error message="teardown">x.py:1: ValueError</error></testcase>
+      <testcase classname="tests.unit.test_b" name="test_z"><skipped message="s"/><error message="fixture died">conftest.py:9: OSError</error></testcase>
+    """)
+    v = _run(tmp_path, path="r.xml")
+    assert v["failed_ids"] == ["tests.unit.test_a::test_x", "tests.unit.test_a::test_y"]
+    assert v["error_ids"] == ["tests.unit.test_b::test_z"]
+    assert [(f["classname"], f["name"], f["message"], f["file"], f["line"]) for f in v["failures"]] == [
+        ("tests.unit.test_a", "test_x", "assert 1 == 2", "tests/unit/test_a.py", 6),
+        ("tests.unit.test_a", "test_y", "RuntimeError: first line", None, None)]  # failed, then errored: failed
+    assert v["errors"] == [{"id": "tests.unit.test_b::test_z", "message": "fixture died", "type": None,
+                            "classname": "tests.unit.test_b", "name": "test_z", "file": "conftest.py", "line": 9,
+                            "truncated": False}]
+    assert v["tests"]["tests.unit.test_b::test_z"] == {"outcome": "error", "duration": 0.0, "message": "fixture died",
+                                                       "properties": None, "file": None, "line": None}
+    check = expr.compile_expr("'tests.unit.test_a::test_x' in facts.u.failed_ids && size(facts.u.error_ids) == 1")
+    assert expr.evaluate(check, {"facts": {"u": v}}).value is True
+
+
+def _huge(tmp_path: Path, before: str, size: int, piece: str, after: str) -> Path:
+    path = tmp_path / "huge.xml"
+    with path.open("w", encoding="utf-8") as f:
+        f.write('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="s">' + before)
+        chunk = piece * ((1 << 20) // len(piece.encode()))
+        for _ in range(size // len(chunk.encode())):
+            f.write(chunk)
+        f.write(after + "</testsuite></testsuites>")
+    return path
+
+
+def test_a_huge_attribute_costs_linear_time_and_is_truncated(tmp_path: Path) -> None:
+    # 128 MB in one attribute: expat re-scanned it from its start every 1 MiB, 7-30 s here before
+    # the fix (quadratic); now well under a second. The bound is generous for slow machines.
+    path = _huge(tmp_path, '<testcase classname="m" name="t"><failure message="', 128 << 20, "x&amp;é",
+                 '">tests/t.py:3: E</failure></testcase><testcase classname="m" name="ok"/>')
+    t0 = time.perf_counter()
+    v = _run(tmp_path, path=path.name)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 6, f"{elapsed:.1f}s for a 128 MB attribute: quadratic again?"
+    (failure,) = v["failures"]
+    assert failure["truncated"] is True and failure["message"] == ("x&é" * TEXT_CAP)[:TEXT_CAP]
+    (cut,) = v["truncated"]
+    assert cut["id"] == "m::t" and cut["what"] == "message" and cut["size"] > 100 * 2**20
+    assert (failure["file"], failure["line"]) == ("tests/t.py", 3)
+    assert v["totals"]["tests"] == 2 and v["totals"]["passed"] == 1  # the rest of the file is read normally
+    assert v["files"][0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()  # skipped bytes hashed too
+
+
+@pytest.mark.parametrize(("before", "piece", "after", "what"), [
+    ('<testcase classname="m" name="t"><skipped>', "é body ", "</skipped></testcase>", "body"),
+    ("<!--", "-x", '--><testcase classname="m" name="t"><skipped message="r"/></testcase>', None),
+    ("<?pi ", "x?", '?><testcase classname="m" name="t"><skipped message="r"/></testcase>', None),
+    ("<testcase classname='m' name='t'><skipped message='", 'say "x" ', "'/></testcase>", "message"),
+    ('<testcase classname="m" name="t"><properties><property name="log" value="', "vv", '"/></properties>'
+     '<skipped message="r"/></testcase>', "property"),
+])
+def test_every_huge_token_is_bounded(tmp_path: Path, before: str, piece: str, after: str, what: str | None) -> None:
+    path = _huge(tmp_path, before, 24 << 20, piece, after)
+    v = _run(tmp_path, path=path.name)
+    (skip,) = v["skips"]
+    assert skip["id"] == "m::t" and len(skip["reason"]) <= TEXT_CAP
+    assert [c["what"] for c in v["truncated"]] == ([what] if what else [])
+    if what == "property":
+        assert len(v["tests"]["m::t"]["properties"]["log"]) == TEXT_CAP
+    assert v["files"][0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_reportlog_collection_skip(tmp_path: Path) -> None:
+    lines = [
+        {"$report_type": "CollectReport", "nodeid": "tests/test_m.py", "outcome": "skipped", "result": [],
+         "longrepr": ["/x/tests/test_m.py", 4, "Skipped: could not import 'torch': No module named 'torch'"]},
+        {"$report_type": "TestReport", "nodeid": "tests/test_n.py::test_f", "when": "call", "outcome": "failed",
+         "location": ["tests/test_n.py", 0, "test_f"], "duration": 0.1, "keywords": {},
+         "longrepr": {"reprcrash": {"path": "/x/tests/test_n.py", "lineno": 2, "message": "assert 0"}}},
+    ]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    v = _run(tmp_path, path="log.jsonl")
+    assert v["collection_skips"] == [{"id": "tests/test_m.py", "module": "tests/test_m.py", "file": "/x/tests/test_m.py",
+                                      "line": 4, "reason": "could not import 'torch': No module named 'torch'"}]
+    assert v["failures"][0] | {} == {"id": "tests/test_n.py::test_f", "message": "assert 0", "type": None,
+                                     "classname": "tests/test_n.py", "name": "test_f", "file": "/x/tests/test_n.py",
+                                     "line": 2, "truncated": False}
