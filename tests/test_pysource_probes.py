@@ -68,6 +68,8 @@ MODULE_ATTRS = {
     "Lazy": ".lazy_impl:LazyThing",
     "Absolute": "up.lazy_impl:LazyThing",
     "Outside": "numpy:ndarray",
+    "LazyThing": "up.lazy_impl",
+    "lazy_mod": "up.lazy_impl",
 }
 
 
@@ -125,6 +127,7 @@ from .open_star import *
     "up/broken.py": "def oops(:\n    pass\n",
     "up/guarded.py": "try:\n    from up.core import Engine as Fast\nexcept ImportError:\n    Fast = None\n",
     "up/ns/mod.py": "X = 1\n",
+    "up/nolazy.py": 'NAMES = {"X": "up.core:Engine"}\n',  # a string map no __getattr__ reads
 }
 DEPTH = MAX_HOPS + 2  # a chain one module longer than the bound, plus the defining module
 for _i in range(DEPTH):
@@ -374,6 +377,9 @@ def resolve_one(tmp_path: Path, upstream: GitRepo, line: str, rev: str = "v1") -
     ("from up.core import os", ("import", "up/core.py", None)),
     ("from up import Outside", ("lazy", "up/__init__.py", None)),
     ("from up import Absolute", ("class", "up/lazy_impl.py", None)),
+    ("from up import LazyThing", ("class", "up/lazy_impl.py", None)),  # "module": the same name there
+    ("from up import lazy_mod", ("module", "up/lazy_impl.py", None)),  # ... else the module itself
+    ("from up.nolazy import X", (None, None, "not_defined")),
     ("from up import util_alias", ("module", "up/util.py", None)),
     # try/except ImportError: the first conditional binding (the import) stands
     ("from up.guarded import Fast", ("class", "up/core.py", None)),
