@@ -39,6 +39,7 @@ class Function:
     example: str  # a CEL expression; the tests evaluate it and compare with `result`
     result: Any = None
     group: str = ""
+    outcome: str = "value"  # "unknown": the example is UNKNOWN, and `result` is its reason
 
 
 def unknown(reason: str) -> Any:
@@ -215,7 +216,8 @@ LIBRARY: tuple[Function, ...] = (
     Function("unknown", (sig("reason: string -> dyn"),), unknown,
              "Never returns: the check that evaluates it is UNKNOWN with this reason (never true, never "
              "an evaluation error). Its type is dyn, so it fits where a bool is expected.",
-             "O(1)", "[].size() > 0 ? true : unknown('no test report was found')", None, _CONTROL),
+             "O(1)", "[].size() > 0 ? true : unknown('no test report was found')", "no test report was found",
+             _CONTROL, outcome="unknown"),
 )
 
 
