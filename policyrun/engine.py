@@ -9,7 +9,7 @@ from typing import Any
 
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
-from policyrun.interpreter import evaluate_rulebook
+from policyrun.interpreter import evaluate_records
 from policyrun.rulebook import LoadedRulebook, load_rulebook
 from policyrun.trace import RulebookRef, Trace
 
@@ -27,7 +27,11 @@ def load_checked(ref: str | Path | None) -> LoadedRulebook:
 
 
 def check_locations(rb: LoadedRulebook) -> dict[str, str]:
-    """Interpreter location keys → "file:line:col" for phases and their checks."""
+    """Interpreter location keys → "file:line:col" for phases and their checks (computed once
+    per loaded rulebook)."""
+    cached = rb.__dict__.get("_locations")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     out: dict[str, str] = {}
     for name, mode in rb.model.modes.items():
         for i, entry in enumerate(mode.phases):
@@ -49,6 +53,7 @@ def check_locations(rb: LoadedRulebook) -> dict[str, str]:
         out[f"derive.{did}"] = str(rb.locate(("derive", did, "value")))
     for i, verdict in enumerate(rb.model.verdicts):
         out[f"verdict.{verdict.id}"] = str(rb.locate(("verdicts", i, "when")))
+    object.__setattr__(rb, "_locations", out)
     return out
 
 
@@ -64,5 +69,8 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display)
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
-    return run_guarded(lambda: evaluate_rulebook(rb.model, mode=mode, inputs=inputs, facts=facts, rulebook_ref=ref,
-                                                 locations=locations, generated_at=stamp, notes=notes))
+    facts.values()  # computed before the guard forks, so the evaluation child only reads it
+    records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
+                                                   rulebook_ref=ref, locations=locations, generated_at=stamp,
+                                                   notes=notes))
+    return Trace.model_validate(records)

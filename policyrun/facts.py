@@ -92,8 +92,13 @@ class FactsSnapshot(BaseModel):
         return dict(sorted(v.items()))
 
     def values(self) -> dict[str, Any]:
-        """The CEL `facts` variable: values of facts that were collected without error."""
-        return {k: f.value for k, f in self.facts.items() if f.error is None}
+        """The CEL `facts` variable: values of facts that were collected without error (computed
+        once per snapshot; callers must not modify it)."""
+        cached = self.__dict__.get("_values")  # frozen model: compute once per snapshot
+        if cached is None:
+            cached = {k: f.value for k, f in self.facts.items() if f.error is None}
+            self.__dict__["_values"] = cached
+        return cached
 
     def digest(self) -> str:
         """sha256 over the serialised facts (probe ids sorted, timestamps excluded).

@@ -52,6 +52,9 @@ class EvalContext:
     derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
     derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
     activation: Any = None
+    # path → read record: facts, inputs, vars and derived values do not change during the phases,
+    # so a path read by many checks is looked up and summarised once.
+    read_cache: dict[str, Rec] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +84,16 @@ class ValueOutcome:
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                       generated_at: str | None = None, notes: Mapping[str, Any] | None = None) -> Trace:
+    return Trace.model_validate(evaluate_records(rulebook, mode=mode, inputs=inputs, facts=facts,
+                                                 rulebook_ref=rulebook_ref, locations=locations,
+                                                 generated_at=generated_at, notes=notes))
+
+
+def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
+                     rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
+                     generated_at: str | None = None, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The trace as plain data (validated into `Trace` by the caller): cheap to pass from the
+    guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
     # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
     enabled = gc.isenabled()
@@ -94,7 +107,7 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
-              notes: Mapping[str, Any] | None) -> Trace:
+              notes: Mapping[str, Any] | None) -> dict[str, Any]:
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
     phases_var: dict[str, dict[str, Any]] = {}
     fact_values = facts.values()
@@ -104,8 +117,8 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     # One shared binding for every expression that does not read `phases` or `violations`: the
     # runtime converts each fact once, however many checks read it. Facts of probes the rulebook
     # does not declare are left out, so a large foreign snapshot costs nothing.
-    ctx.activation = make_activation({**ctx.variables, "facts": {k: v for k, v in fact_values.items()
-                                                                 if k in rulebook.probes}})
+    ctx.activation = make_activation({**ctx.variables, "facts": {k: fact_values[k] for k in rulebook.probes
+                                                                 if k in fact_values}})
     selected = _mode_selection(ctx)
     records: list[Rec] = []
     by_id: dict[str, Rec] = {}
@@ -120,12 +133,12 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
     backing |= {pid for d in derived for pid in d["facts"]}
     backing |= {pid for chk in verdict.get("conditions", []) for pid in chk["facts"]}
-    provenance = {pid: facts.facts[pid].provenance for pid in backing if pid in facts.facts}
-    return Trace.model_validate({
-        "generated_at": generated_at, "rulebook": rulebook_ref, "mode": mode, "inputs": dict(inputs),
+    provenance = {pid: facts.facts[pid].provenance.model_dump() for pid in backing if pid in facts.facts}
+    return {
+        "generated_at": generated_at, "rulebook": rulebook_ref.model_dump(), "mode": mode, "inputs": dict(inputs),
         "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "derived": derived, "phases": records,
         "verdict": verdict, "exit_code": exit_code, "provenance": dict(sorted(provenance.items())),
-        **(notes or {})})
+        **(notes or {})}
 
 
 # --- derived values ---------------------------------------------------------------------------
@@ -402,7 +415,15 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
         compiled = compile_condition(source) if condition else compile_expr(source)
     except ExprError as exc:  # lint rejects these; guard so evaluation never crashes
         return None, [], [], (f"expression error: {exc.message}", True)
-    reads = [_read(ctx, parts) for parts in compiled.read_parts]
+    cache = ctx.read_cache if ctx.activation is not None else {}
+    reads = []
+    for path, parts in zip(compiled.reads, compiled.read_parts):
+        rec = cache.get(path)
+        if rec is None:
+            rec = _read(ctx, path, parts)
+            if parts[0] not in _LIVE_ROOTS:
+                cache[path] = rec
+        reads.append(rec)
     fact_ids = sorted(compiled.fact_ids() | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     missing = [r for r in reads if r.get("missing")]
     if missing:
@@ -465,8 +486,7 @@ def _run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
     return ValueOutcome(outcome.value, reads, fact_ids)
 
 
-def _read(ctx: EvalContext, parts: tuple[str, ...]) -> Rec:
-    path = ".".join(parts)
+def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
     if parts[0] == "facts" and len(parts) > 1:
         fact = ctx.facts.facts.get(parts[1])
         if fact is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 
@@ -18,10 +20,9 @@ def _changed_rulebook() -> Trace:
     old = tf.flagship()
     phases = list(old.phases)
     arch = phases[3]
-    stop = arch.evidence[0].model_copy(update={
-        "expression": "facts.vllm_diff.renamed.exists(r, r.from.startsWith('vllm/v1/attention'))",
-        "result": "UNSATISFIED", "outcome": None})
-    attested = arch.evidence[1].model_copy(update={"result": "SATISFIED"})
+    stop = replace(arch.evidence[0], expression="facts.vllm_diff.renamed.exists(r, r.from.startsWith("
+                                                "'vllm/v1/attention'))", result="UNSATISFIED", outcome=None)
+    attested = replace(arch.evidence[1], result="SATISFIED")
     phases[3] = arch.model_copy(update={"status": "PASS", "reason": "all evidence satisfied", "blocker": None,
                                         "evidence": [stop, attested]})
     unit = phases[6]
