@@ -34,13 +34,13 @@ def parsed(repo: Path, files: list[str], rev: str = "HEAD") -> Iterator[tuple[st
 
 
 def expected_vllm_rows(repo: Path, *, tests: bool) -> set[tuple[str, int, str, str | None, str | None]]:
-    out = set()
+    out: set[tuple[str, int, str, str | None, str | None]] = set()
     for f, tree in parsed(repo, tracked_py(repo, tests=tests)):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 out |= {(f, a.lineno, a.name, None, a.asname) for a in node.names if a.name.split(".")[0] == "vllm"}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] == "vllm":
-                out |= {(f, a.lineno, node.module, a.name, a.asname) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "vllm":
+                out |= {(f, a.lineno, node.module or "", a.name, a.asname) for a in node.names}
     return out
 
 
