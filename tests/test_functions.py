@@ -13,6 +13,8 @@ from policyrun.expr import Outcome, compile_condition, compile_expr, evaluate
 from policyrun.functions import LIBRARY, LIMIT_MARKER, MAX_ITEMS, MAX_STRING_BYTES, UNKNOWN_MARKER, FunctionError
 from policyrun.functions.library import TYPES, Function, _guarded, sig
 from policyrun.functions.reference import entry
+from policyrun.functions import base as functions_base
+from policyrun.functions import regex as functions_regex
 from policyrun.functions.regex import _compiled
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "functions.md"
@@ -413,6 +415,9 @@ def test_find_all() -> None:
     assert value("'v1 v22 x3'.find_all('v([0-9]+)')") == ["1", "22"]
     assert value("'a1b22'.find_all('[0-9]+')") == ["1", "22"]
     assert value("'abc'.find_all('x')") == []
+    assert value("'é1 ü22 ñ'.find_all('(.)[0-9]+')") == ["é", "ü"]
+    assert value("'ab'.find_all('x*')") == ["", "", ""]
+    assert value("'ab'.find_all('(x)?b')") == [""]
 
 
 def test_invalid_regex_names_the_pattern() -> None:
@@ -464,8 +469,14 @@ def test_results_over_max_items_are_refused_with_the_limit_marker() -> None:
         "distinct: the result would have 1,000,001 items; the bound is 1,000,000 (MAX_ITEMS)")
     assert error("facts.v.flatten()", kind="limit", v=[[0] * 600_000, [1] * 400_001]) == (
         "flatten: the result would have 1,000,001 items; the bound is 1,000,000 (MAX_ITEMS)")
-    assert error("facts.t.find_all('a')", kind="limit", t="a" * (MAX_ITEMS + 5)) == (
-        "find_all: the result would have at least 1,000,001 items; the bound is 1,000,000 (MAX_ITEMS)")
+
+
+def test_find_all_stops_at_the_bound_while_matching(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A million matches take seconds through the RE2 wrapper; the same code path with a bound of 10.
+    monkeypatch.setattr(functions_base, "MAX_ITEMS", 10)
+    monkeypatch.setattr(functions_regex, "MAX_ITEMS", 10)
+    assert error("facts.t.find_all('a')", kind="limit", t="a" * 50) == (
+        "find_all: the result would have at least 11 items; the bound is 10 (MAX_ITEMS)")
 
 
 def test_string_results_over_max_string_bytes_are_refused() -> None:
