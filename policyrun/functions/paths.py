@@ -7,11 +7,14 @@ the file system.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
 from policyrun.functions.base import fail
-from policyrun.functions.regex import compile_re2
+from policyrun.functions.regex import compile_re2, regex_options
 
 
 def _strip_trailing(path: str) -> str:
@@ -42,20 +45,27 @@ def path_under(path: str, prefix: str) -> bool:
 
 
 def glob_match(path: str, pattern: str) -> bool:
-    return glob_regex("glob_match", (pattern,)).fullmatch(path) is not None
+    return glob_matcher("glob_match", (pattern,))(path) is not None
 
 
-def glob_regex(fn: str, patterns: tuple[str, ...]) -> Any:
-    """One RE2 program matching a whole path against any of `patterns`."""
-    regex = _translate_all(fn, patterns)
-    return compile_re2(fn, regex, shown=patterns[0] if len(patterns) == 1 else ", ".join(patterns))
-
-
-@lru_cache(maxsize=512)
-def _translate_all(fn: str, patterns: tuple[str, ...]) -> str:
+def glob_matcher(fn: str, patterns: tuple[str, ...]) -> Callable[[str], Any]:
+    """A function of a path that is not None when the whole path matches any of `patterns`."""
     if not patterns:
-        return r"[^\x00-\x{10FFFF}]"  # matches nothing
-    return "|".join(f"(?:{_translate(fn, p)})" for p in patterns)
+        return lambda path: None
+    return _glob_set(fn, patterns).Match  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=256)
+def _glob_set(fn: str, patterns: tuple[str, ...]) -> Any:
+    # An RE2 set matches a path against every pattern in one linear pass, and costs about a
+    # microsecond a call where a compiled pattern's fullmatch costs several in the wrapper.
+    matcher = re2.Set.FullMatchSet(regex_options())
+    for pattern in patterns:
+        regex = _translate(fn, pattern)
+        compile_re2(fn, regex, shown=pattern)  # a pattern RE2 refuses gets a message naming it
+        matcher.Add(regex)
+    matcher.Compile()
+    return matcher
 
 
 def _translate(fn: str, pattern: str) -> str:

@@ -10,11 +10,15 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from policyrun.functions.base import MAX_ITEMS, fail, over_limit
 
 
-@lru_cache(maxsize=512)
-def _compiled(pattern: str) -> Any:
+def regex_options() -> Any:
     options = re2.Options()
     options.log_errors = False  # RE2 would print every bad pattern to stderr; the error says it
-    return re2.compile(pattern, options)
+    return options
+
+
+@lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    return re2.compile(pattern, regex_options())
 
 
 def compile_re2(fn: str, pattern: str, shown: str | None = None) -> Any:

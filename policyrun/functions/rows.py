@@ -13,7 +13,7 @@ from typing import Any
 from policyrun.functions.base import (MAP_KEY_TYPES, MAX_ITEMS, NULL_KEY, PLAIN_KEYS, check_map_keys, column, fail,
                                       hkey, hkeys, literal, over_limit, present, require_kinds, show)
 from policyrun.functions.lists import check_orderable, element
-from policyrun.functions.paths import glob_regex
+from policyrun.functions.paths import glob_matcher
 
 
 def _of(key: str, label: str = "row") -> Callable[[int], str]:
@@ -103,22 +103,22 @@ def where_has(rows: list[Any], key: str) -> list[Any]:
     return [row for row, has in zip(rows, present(rows, key)) if has]
 
 
-def _globs(fn: str, patterns: list[Any]) -> Any:
+def _globs(fn: str, patterns: list[Any]) -> Callable[[str], Any]:
     require_kinds(fn, patterns, frozenset({str}), lambda i: f"pattern {i}", "a string")
-    return glob_regex(fn, tuple(patterns))
+    return glob_matcher(fn, tuple(patterns))
 
 
 def where_glob_paths(paths: list[Any], patterns: list[Any]) -> list[Any]:
-    regex = _globs("where_glob", patterns)
+    matches = _globs("where_glob", patterns)
     require_kinds("where_glob", paths, frozenset({str}), element, "a string path")
-    return [p for p in paths if regex.fullmatch(p)]
+    return [p for p in paths if matches(p) is not None]
 
 
 def where_glob(rows: list[Any], key: str, patterns: list[Any]) -> list[Any]:
-    regex = _globs("where_glob", patterns)
+    matches = _globs("where_glob", patterns)
     paths = column("where_glob", rows, key)
     require_kinds("where_glob", paths, frozenset({str}), _of(key), "a string path")
-    return [row for row, p in zip(rows, paths) if regex.fullmatch(p)]
+    return [row for row, p in zip(rows, paths) if matches(p) is not None]
 
 
 def lookup(rows: list[Any], key: str, index: dict[Any, Any]) -> list[Any]:
