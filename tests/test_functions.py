@@ -64,7 +64,8 @@ def test_docs_document_exactly_the_library() -> None:
     assert sorted(documented) == sorted(fn.name for fn in LIBRARY)
     assert len(documented) == len(set(documented))
     for fn in LIBRARY:
-        assert entry(fn) in text, f"docs/functions.md: the entry for {fn.name} is out of date"
+        assert entry(fn) in text, (f"docs/functions.md: the entry for {fn.name} is out of date; "
+                                   "`python -m policyrun.functions.reference` prints the current entries")
 
 
 def test_every_function_is_declared_once_and_no_parameter_is_dyn() -> None:
@@ -161,7 +162,7 @@ def test_count_by_rows_and_values() -> None:
     assert value("facts.diff.count_by('status')", diff=DIFF) == {"M": 2, "A": 1}
     assert value("['a', 'b', 'a', 'a'].count_by()") == {"a": 3, "b": 1}
     assert value("count_by([1, 2, 1])") == {1: 2, 2: 1}
-    assert error("[[1]].count_by()") == "count_by: element 0 is a list of 1; map keys must be strings, ints or bools"
+    assert error("[[1]].count_by()") == "count_by: element 0 is a list of 1 item; map keys must be strings, ints or bools"
 
 
 def test_unique_by_keeps_the_first_row_and_uses_cel_equality() -> None:
@@ -274,7 +275,7 @@ def test_sorted() -> None:
     assert error("[1, true].sorted()") == (
         "sorted: element 1 is a bool (true) but element 0 is an int (1); values of different types cannot be ordered")
     assert error("[{}].sorted()") == (
-        "sorted: element 0 is a map of 0, which has no order; order numbers, strings, bools or bytes")
+        "sorted: element 0 is a map of 0 entries, which has no order; order numbers, strings, bools or bytes")
 
 
 def test_flatten_one_level() -> None:

@@ -59,8 +59,10 @@ def show(value: Any) -> str:
     kind = cel_type(value)
     if value is None:
         return "null"
-    if kind in ("list", "map"):
-        return f"a {kind} of {len(value)}"
+    if kind == "list":
+        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
+    if kind == "map":
+        return f"a map of {len(value)} entr{'y' if len(value) == 1 else 'ies'}"
     text = literal(value)
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({text if len(text) <= 60 else text[:57] + '...'})"
 

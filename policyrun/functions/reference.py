@@ -36,3 +36,7 @@ def reference() -> str:
             out.append(f"## {group}\n")
         out.append(entry(fn))
     return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
