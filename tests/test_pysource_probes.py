@@ -280,6 +280,36 @@ def test_a_tree_outside_git(tmp_path: Path) -> None:
     assert [(r["file"], r["module"], r["name"]) for r in v["imports"]] == [("pkg/m.py", "pkg", "x")]
 
 
+def test_type_checking_combined_with_and(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("import sys\nif TYPE_CHECKING and sys.version_info >= (3, 11):\n    import a\n"
+                                   "elif sys.platform:\n    import b\n")
+    v = probe("python.imports", tmp_path, root=str(tmp_path))
+    assert [(r["module"], r["type_checking"]) for r in v["imports"]] == [("sys", False), ("a", True), ("b", False)]
+
+
+def test_symlinks_fifos_and_oversize_files_are_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from policyrun.probes import pysource
+
+    repo = init_repo(tmp_path / "r")
+    repo.write("small.py", "import fine\n")
+    repo.write("big.py", "import up.core  # " + "x" * 200 + "\n")
+    (repo.path / "link.py").symlink_to("/dev/zero")  # a tracked link must never be read
+    repo.commit("small, big and a link")
+    monkeypatch.setattr(pysource, "MAX_SOURCE_BYTES", 100)
+    for rev in (None, "HEAD"):
+        v = probe("python.imports", repo.path, root=str(repo.path), **({"rev": rev} if rev else {}))
+        assert v["parse_errors"] == [{"file": "big.py", "line": 1, "column": None,
+                                      "message": "219 bytes, over the 100 policyrun parses"}]
+        assert [r["site"] for r in v["imports"]] == ["small.py:1"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.mkfifo(outside / "pipe.py")  # opening it for reading would wait for a writer forever
+    (outside / "ok.py").write_text("import fine\n")
+    assert [r["module"] for r in probe("python.imports", outside, root=str(outside))["imports"]] == ["fine"]
+
+
 def test_subdirectory_root_at_a_revision(plugin: GitRepo) -> None:
     v = probe("python.imports", plugin.path, root=str(plugin.path / "plug"), rev="HEAD")
     assert {r["file"] for r in v["imports"]} == {"main.py"}  # paths relative to root

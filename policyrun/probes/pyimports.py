@@ -13,7 +13,7 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ModuleNamer, ParseError, SourceTree, absolute_module,
-                                       as_list, gc_paused, object_schema, open_tree, parse_source, relative_text, schema_list)
+                                       as_list, gc_paused, object_schema, open_tree, relative_text, schema_list)
 from policyrun.probes.search import PathFilter
 
 
@@ -39,7 +39,9 @@ class ImportRow:
 
 
 def is_type_checking(test: ast.expr) -> bool:
-    """`TYPE_CHECKING`, `typing.TYPE_CHECKING`, `t.TYPE_CHECKING`."""
+    """`TYPE_CHECKING`, `typing.TYPE_CHECKING`, `t.TYPE_CHECKING`, or `TYPE_CHECKING and ...`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(is_type_checking(v) for v in test.values)
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
@@ -123,9 +125,9 @@ def _dynamic(node: ast.Call, package: str) -> tuple[str, bool] | None:
 def scan(tree: SourceTree, keep: PathFilter) -> Iterator[tuple[str, bytes, ast.Module | ParseError]]:
     """(path, bytes, AST or error) of every kept .py file, in path order."""
     for path in tree.select(keep):
-        data = tree.read(path)
-        if data is not None:
-            yield path, data, parse_source(data, path)
+        loaded = tree.load(path)
+        if loaded is not None:
+            yield path, *loaded
 
 
 # --- the probe ----------------------------------------------------------------------------------

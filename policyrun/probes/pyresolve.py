@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from policyrun.probes.pysource import ModuleNamer, ParseError, SourceTree, absolute_module, parse_source
+from policyrun.probes.pysource import ModuleNamer, ParseError, SourceTree, absolute_module
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
 # takes two); 16 leaves room for deep facades while keeping a pathological chain cheap.
@@ -137,13 +137,14 @@ class Resolver:
         if info is None:
             module, is_package = self.namer.module_of(path)
             package = module if is_package else module.rpartition(".")[0]
-            data = self.tree.read(path)
-            parsed = parse_source(data, path) if data is not None else ParseError(path, 1, None, "unreadable")
+            loaded = self.tree.load(path)
+            data, parsed = loaded if loaded is not None else (b"", ParseError(path, 1, None, "not a readable "
+                                                                                                "regular file"))
             if isinstance(parsed, ParseError):
                 info = ModuleInfo(path, module, package, None, parsed)
             else:
                 info = module_info(parsed, path, module, package)
-                info.source = data or b""
+                info.source = data
             if content.startswith("blob:"):
                 _SHARED.put(key, info)
         self.cache[key] = info

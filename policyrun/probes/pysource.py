@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
+import stat
 import subprocess
 import threading
 import time
@@ -31,6 +33,8 @@ from policyrun.probes.search import PathFilter, walk_files
 # concurrent probes take turns.
 _WARNINGS_LOCK = threading.Lock()
 _REGULAR_BLOB = {"100644", "100755"}  # symlinks (120000) and submodules (160000) are not sources
+# A larger file is reported as a parse error instead of parsed: its AST would take ~25 times as much.
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ class SourceTree:
     repo: GitRepo | None
     paths: list[str]
     blobs: dict[str, str] = field(default_factory=dict)  # path -> blob sha, for a revision
+    sizes: dict[str, int] = field(default_factory=dict)  # path -> bytes, for a revision
     reader: BlobReader | None = None
     deadline: float = 0.0
     timeout_s: float = 0.0
@@ -171,17 +176,25 @@ class SourceTree:
         """What identifies the content: the blob sha at a revision (shared by unchanged files)."""
         return f"blob:{self.blobs[rel]}" if self.rev_sha else f"file:{self.root / rel}"
 
-    def read(self, rel: str) -> bytes | None:
+    def read(self, rel: str) -> bytes | int | None:
+        """The file's bytes; its size when over MAX_SOURCE_BYTES; None when it cannot be read."""
         if time.monotonic() > self.deadline:
             raise ProbeError("probe.timeout", f"reading Python sources under {self.root} took longer than the "
                                               f"probe's {self.timeout_s:g}s; raise the probe's timeout_s")
         if self.rev_sha:
             assert self.reader is not None
-            return self.reader.read(self.blobs[rel])
-        try:
-            return (self.root / rel).read_bytes()
-        except OSError:  # deleted in the working tree, or unreadable: nothing to parse
+            size = self.sizes.get(rel, 0)
+            return size if size > MAX_SOURCE_BYTES else self.reader.read(self.blobs[rel])
+        return read_regular(self.root / rel)
+
+    def load(self, rel: str) -> tuple[bytes, ast.Module | ParseError] | None:
+        """(bytes, AST or why not) of a file; None when it vanished or is not a regular file."""
+        data = self.read(rel)
+        if data is None:
             return None
+        if isinstance(data, int):
+            return b"", ParseError(rel, 1, None, f"{data} bytes, over the {MAX_SOURCE_BYTES} policyrun parses")
+        return data, parse_source(data, rel)
 
     def select(self, keep: PathFilter) -> list[str]:
         return [p for p in self.paths if keep(p)]
@@ -219,15 +232,39 @@ def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str 
         return SourceTree(root, None, None, repo, paths, deadline=deadline, timeout_s=ctx.timeout_s)
     (sha,) = resolve_commits(repo, [rev])
     prefix = "" if root == repo.root else root.relative_to(repo.root).as_posix() + "/"
-    listing = repo.run(["ls-tree", "-r", "-z", "--full-tree", sha]).stdout
+    listing = repo.run(["ls-tree", "-r", "-z", "-l", "--full-tree", sha]).stdout
     blobs: dict[str, str] = {}
+    sizes: dict[str, int] = {}
     for record in listing.decode("utf-8", "surrogateescape").split("\0"):
         meta, _, path = record.partition("\t")
-        mode, _, rest = meta.partition(" ")
-        if mode in _REGULAR_BLOB and path.startswith(prefix):
-            blobs[path[len(prefix):]] = rest.split(" ")[1]
-    return SourceTree(root, rev, sha, repo, sorted(blobs), blobs, BlobReader(repo), deadline=deadline,
+        fields = meta.split()  # mode, type, object, size (`-l`)
+        if len(fields) == 4 and fields[0] in _REGULAR_BLOB and path.startswith(prefix):
+            rel = path[len(prefix):]
+            blobs[rel] = fields[2]
+            sizes[rel] = int(fields[3])
+    return SourceTree(root, rev, sha, repo, sorted(blobs), blobs, sizes, BlobReader(repo), deadline=deadline,
                       timeout_s=ctx.timeout_s)
+
+
+def read_regular(path: Path) -> bytes | int | None:
+    """A regular file's bytes (its size when over MAX_SOURCE_BYTES); None for anything else.
+
+    Symlinks are not followed (a tracked link to /dev/zero must not be read) and a FIFO is not
+    waited on: the file is opened with O_NOFOLLOW | O_NONBLOCK and checked with fstat.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # vanished, a symlink, unreadable
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_size > MAX_SOURCE_BYTES:
+            return st.st_size
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    return len(data) if len(data) > MAX_SOURCE_BYTES else data
 
 
 def as_list(value: Any) -> list[str]:
