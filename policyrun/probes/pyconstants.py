@@ -17,7 +17,7 @@ from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS, statements
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, absolute_module, as_list, gc_paused, object_schema,
-                                       open_tree, schema_list, source_text)
+                                       open_tree, schema_list, source_text, unparse)
 from policyrun.probes.search import PathFilter
 
 CONTEXTS = ("compare", "call_arg", "call_receiver", "format", "other")
@@ -85,8 +85,8 @@ def constant_row(c: Constant, text: str) -> dict[str, Any]:
     literal, value = json_literal(value_node)
     annotation = c.node.annotation if isinstance(c.node, ast.AnnAssign) else None
     return {"site": c.site, "file": c.file, "line": c.line, "name": c.name, "value": value, "literal": literal,
-            "source": ast.get_source_segment(text, value_node) or ast.unparse(value_node),
-            "annotation": ast.unparse(annotation) if annotation is not None else None}
+            "source": ast.get_source_segment(text, value_node) or unparse(value_node),
+            "annotation": unparse(annotation) if annotation is not None else None}
 
 
 # --- references ---------------------------------------------------------------------------------
@@ -150,12 +150,14 @@ class _Scope:
 
 
 def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None
+    """`a.b.c` for a chain of attributes on a name (iterative: a chain can be thousands long)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> dict[str, Any]:
@@ -179,7 +181,7 @@ def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> dict[str, Any]
     func = call.func if call is not None else None
     return {
         "context": "compare" if compare is not None else nearest or "other",
-        "callee": ast.unparse(func) if func is not None else None,
+        "callee": unparse(func) if func is not None else None,
         "method": func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None,
         "ops": [_OPS.get(type(op), type(op).__name__) for op in compare.ops] if compare is not None else [],
     }

@@ -63,6 +63,15 @@ def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
         return ParseError(rel, 1, None, f"cannot parse: {type(exc).__name__}: {exc}")
 
 
+def unparse(node: ast.AST) -> str:
+    """ast.unparse, which recurses: an expression nested deeper than the interpreter's stack allows
+    (legal for the parser) becomes a marker instead of a crash."""
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "<expression too deeply nested to print>"
+
+
 def source_text(data: bytes) -> str:
     """Decoded text for source segments and quoted lines (ast offsets index this text's lines)."""
     return data.decode("utf-8", "replace").removeprefix("\ufeff")

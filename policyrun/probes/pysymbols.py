@@ -15,7 +15,7 @@ from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, as_list, gc_paused, object_schema, open_tree,
-                                       schema_list)
+                                       schema_list, unparse)
 from policyrun.probes.search import PathFilter
 
 SYMBOL_KINDS = ("module", "class", "function", "async function", "method", "async method", "assignment",
@@ -44,20 +44,20 @@ def signature(node: ast.AST) -> str | None:
     """`(a, b: int=1, *, c) -> str` for a function, `(Base, metaclass=M)` for a class: ast.unparse
     normalises spacing, quotes, line breaks and trailing commas, so only real changes differ."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
-        return f"({ast.unparse(node.args)}){returns}"
+        returns = f" -> {unparse(node.returns)}" if node.returns else ""
+        return f"({unparse(node.args)}){returns}"
     if isinstance(node, ast.ClassDef):
-        return "(" + ", ".join([ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]) + ")"
+        return "(" + ", ".join([unparse(b) for b in node.bases] + [unparse(k) for k in node.keywords]) + ")"
     return None
 
 
 def describe(node: ast.AST | None, *, in_class: bool) -> tuple[str | None, str | None, list[str]]:
     """(kind, signature, decorators) of a definition node."""
     if isinstance(node, ast.ClassDef):
-        return "class", signature(node), [ast.unparse(d) for d in node.decorator_list]
+        return "class", signature(node), [unparse(d) for d in node.decorator_list]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         kind = ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + ("method" if in_class else "function")
-        return kind, signature(node), [ast.unparse(d) for d in node.decorator_list]
+        return kind, signature(node), [unparse(d) for d in node.decorator_list]
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         return "assignment", None, []
     return None, None, []
