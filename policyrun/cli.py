@@ -52,7 +52,21 @@ def _build(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerant_streams() -> None:
+    """Output never fails over a character the terminal's encoding lacks (LANG=C,
+    PYTHONIOENCODING=ascii) or a lone surrogate from a file name that is not UTF-8: such a character
+    is written as a backslash escape instead of ending the run with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it be
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _tolerant_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     # `--debug` is accepted anywhere on the line (the crash message tells people to add it).
     debug = "--debug" in argv
@@ -80,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
             return EXIT_INTERNAL
         fd, log = tempfile.mkstemp(prefix="policyrun-crash-", suffix=".log")
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             traceback.print_exc(file=fh)
         sys.stderr.write(f"policyrun: internal error: {type(exc).__name__}: {exc} (details in {log}; "
                          "rerun with --debug to see the traceback)\n")

@@ -6,6 +6,7 @@ optionally a `Location`; the CLI renders it once, at the boundary, and maps it t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +34,24 @@ class Location:
         return self.file
 
 
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as people read it: bytes that are not UTF-8 (a file name from another locale, which
+    Python holds as lone surrogates) shown as `\\xff` escapes instead of failing to print."""
+    text = os.fspath(path)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def terminal_text(text: str) -> str:
+    """Text for a person's screen: control and bidi characters as visible escapes (see
+    policyrun.render.safetext), bytes of non-UTF-8 file names as `\\xff`."""
+    from policyrun.render.safetext import escape_controls
+
+    return escape_controls(display_path(text))
+
+
 @dataclass(frozen=True)
 class Finding:
     """One lint finding or load error."""
@@ -50,7 +69,7 @@ class Finding:
 
     def render(self) -> str:
         where = f" (at {self.node})" if self.node else ""
-        return f"{self.location}: {self.code} {self.message}{where}"
+        return terminal_text(f"{self.location}: {self.code} {self.message}{where}")
 
 
 class PolicyrunError(Exception):
@@ -70,7 +89,7 @@ class PolicyrunError(Exception):
         if self.findings:
             return "\n".join(f.render() for f in sorted(self.findings, key=Finding.sort_key))
         prefix = f"{self.location}: " if self.location else ""
-        return f"{prefix}{self.code} {self.message}"
+        return terminal_text(f"{prefix}{self.code} {self.message}")
 
 
 class UsageError(PolicyrunError):

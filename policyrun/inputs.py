@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from policyrun import limits
 from policyrun.errors import Location, RulebookError, UsageError
+from policyrun.jsonfile import parse_json
 from policyrun.model import InputSpec, Rulebook
 from policyrun.yamlsource import load_yaml_file
 
@@ -63,9 +64,12 @@ def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
     if from_text and isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
-            try:
-                parsed = json.loads(text)
-            except json.JSONDecodeError:
+            try:  # the guarded parser: no NaN, no duplicate keys, nesting bounded like a policy file
+                parsed = parse_json(text, f"--set {name}", what=f"input {name!r}", code="U004",
+                                    max_depth=limits.POLICY_DEPTH)
+            except UsageError as exc:
+                if "not valid JSON" not in exc.message:
+                    raise
                 raise bad("a JSON list or comma-separated values") from None
             if isinstance(parsed, list):
                 return parsed

@@ -2,7 +2,12 @@
 
 PyYAML's composer gives us nodes with marks; we build the Python values ourselves so we can
 reject what a policy file must never contain (duplicate keys, non-string keys, object-building
-tags, alias bombs) with an error at the exact line and column.
+tags, alias bombs, nesting beyond a bound) with an error at the exact line and column. Merge keys
+(`<<: *base`) are resolved here too, so that a key written next to them overrides the merged one
+instead of counting as a duplicate, and merged keys keep the position where they were written.
+
+Every YAML document policyrun reads goes through this module (rulebooks, inputs, test files,
+template context, `results` files): nothing calls `yaml.load` on its own.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from policyrun import limits
 from policyrun.errors import Location, RulebookError
 
-MAX_BYTES = 4 * 1024 * 1024
-MAX_NODES = 200_000  # after alias expansion; a "billion laughs" document trips this early
+MAX_BYTES = limits.POLICY_BYTES
+MAX_NODES = limits.POLICY_NODES
+MAX_DEPTH = limits.POLICY_DEPTH
 
 NodePath = tuple[str | int, ...]
 
@@ -26,6 +33,7 @@ _PLAIN_TAGS = {
     "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null",
 }
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 @dataclass
@@ -77,20 +85,25 @@ def _loc(file: str, node: Node) -> Location:
 
 
 class _Builder:
-    def __init__(self, file: str, loader: Any) -> None:
+    def __init__(self, file: str, loader: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
         self.file = file
         self.loader = loader
         self.smap = SourceMap(file)
         self.count = 0
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
 
     def fail(self, node: Node, code: str, message: str) -> RulebookError:
         return RulebookError(message, code=code, location=_loc(self.file, node))
 
-    def build(self, node: Node, path: NodePath) -> Any:
+    def tick(self, node: Node) -> None:
         self.count += 1
-        if self.count > MAX_NODES:
-            raise self.fail(node, "Y005", f"document expands to more than {MAX_NODES} nodes "
+        if self.count > self.max_nodes:
+            raise self.fail(node, "Y005", f"document expands to more than {self.max_nodes} nodes "
                                           "(alias expansion?); remove the aliases or split the file")
+
+    def build(self, node: Node, path: NodePath, depth: int = 0) -> Any:
+        self.tick(node)
         self.smap.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, ScalarNode):
             self.smap.styles[path] = node.style
@@ -100,63 +113,108 @@ class _Builder:
                 raise self.fail(node, "Y003", f"tag {node.tag!r} is not allowed; policy files hold plain "
                                               "strings, numbers, booleans, lists and mappings")
             return self.loader.construct_object(node)
+        if depth >= self.max_depth:
+            raise self.fail(node, "Y008", f"lists and mappings nest deeper than {self.max_depth} levels here; "
+                                          "flatten the document")
         if isinstance(node, SequenceNode):
             if node.tag != "tag:yaml.org,2002:seq":
                 raise self.fail(node, "Y003", f"tag {node.tag!r} is not allowed on a list")
-            return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
+            return [self.build(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
         if isinstance(node, MappingNode):
             if node.tag != "tag:yaml.org,2002:map":
                 raise self.fail(node, "Y003", f"tag {node.tag!r} is not allowed on a mapping")
-            self.loader.flatten_mapping(node)  # resolve `<<` merge keys
-            out: dict[str, Any] = {}
-            for key_node, value_node in node.value:
-                if not isinstance(key_node, ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                    raise self.fail(key_node, "Y002", "mapping keys must be strings; quote the key")
-                key = key_node.value
-                if key in out:
-                    first = self.smap.keys.get((*path, key), (0, 0))
-                    raise self.fail(key_node, "Y001", f"duplicate key {key!r} (first defined at line "
-                                                      f"{first[0]}); remove one of them")
-                self.smap.keys[(*path, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                out[key] = self.build(value_node, (*path, key))
-            return out
+            return self.mapping(node, path, depth)
         raise self.fail(node, "Y003", "unsupported YAML node")
+
+    def mapping(self, node: MappingNode, path: NodePath, depth: int) -> dict[str, Any]:
+        explicit: dict[str, tuple[Node, Node]] = {}
+        merged: list[tuple[Node, Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                merged.extend(self.merge_pairs(value_node))
+                continue
+            key = self.key(key_node)
+            if key in explicit:
+                first = explicit[key][0].start_mark
+                raise self.fail(key_node, "Y001", f"duplicate key {key!r} (first defined at line "
+                                                  f"{first.line + 1}); remove one of them")
+            explicit[key] = (key_node, value_node)
+        # Explicit keys override merged ones; among merged mappings the first one wins (YAML's
+        # merge-key rule). A merged key is never a duplicate, and keeps the position it was written at.
+        pairs: dict[str, tuple[Node, Node]] = {}
+        for key_node, value_node in merged:
+            key = self.key(key_node)
+            if key not in explicit:
+                pairs.setdefault(key, (key_node, value_node))
+        pairs.update(explicit)
+        out: dict[str, Any] = {}
+        for key, (key_node, value_node) in pairs.items():
+            self.smap.keys[(*path, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            out[key] = self.build(value_node, (*path, key), depth + 1)
+        return out
+
+    def merge_pairs(self, value: Node) -> list[tuple[Node, Node]]:
+        """The (key, value) nodes `<<: value` brings in, highest precedence first."""
+        sources = value.value if isinstance(value, SequenceNode) else [value]
+        out: list[tuple[Node, Node]] = []
+        for source in sources:
+            if not isinstance(source, MappingNode):
+                raise self.fail(source, "Y003", "`<<` merges a mapping or a list of mappings (`<<: *name`)")
+            nested: list[tuple[Node, Node]] = []
+            for key_node, value_node in source.value:
+                self.tick(key_node)
+                if key_node.tag == _MERGE:
+                    nested.extend(self.merge_pairs(value_node))
+                else:
+                    out.append((key_node, value_node))
+            out.extend(nested)
+        return out
+
+    def key(self, node: Node) -> str:
+        if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            raise self.fail(node, "Y002", "mapping keys must be strings; quote the key")
+        return str(node.value)
 
 
 # libyaml's parser when available: same nodes and marks, an order of magnitude faster.
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_yaml_text(text: str, file: str) -> tuple[Any, SourceMap]:
+def load_yaml_text(text: str, file: str, *, max_depth: int = MAX_DEPTH,
+                   max_nodes: int = MAX_NODES) -> tuple[Any, SourceMap]:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        if "nesting depth" in str(exc.problem):  # libyaml's own bound (1000) is far above ours
+            raise RulebookError(f"lists and mappings nest deeper than {max_depth} levels; flatten the document",
+                                code="Y008", location=Location(file, line, col)) from None
         raise RulebookError(f"YAML syntax error: {exc.problem or exc}", code="Y000",
                             location=Location(file, line, col)) from None
     except yaml.YAMLError as exc:
         raise RulebookError(f"YAML error: {exc}", code="Y000", location=Location(file)) from None
+    except RecursionError:  # the pure-Python composer, on nesting libyaml would have refused
+        raise RulebookError(f"lists and mappings nest deeper than {max_depth} levels; flatten the document",
+                            code="Y008", location=Location(file)) from None
     finally:
         loader.dispose()
     if node is None:
         return None, SourceMap(file)
-    builder = _Builder(file, loader)
+    builder = _Builder(file, loader, max_depth=max_depth, max_nodes=max_nodes)
     return builder.build(node, ()), builder.smap
 
 
-def read_text(path: Path, file: str | None = None) -> str:
-    """Read a policy file: bounded size, strict UTF-8, errors located."""
+def read_text(path: Path, file: str | None = None, *, max_bytes: int = MAX_BYTES) -> str:
+    """Read a policy file: a regular file, bounded size, strict UTF-8, errors located."""
     name = file or str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise RulebookError(f"file is {size} bytes, over the {MAX_BYTES}-byte limit for policy files",
-                                code="Y006", location=Location(name))
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RulebookError(f"cannot read file: {exc.strerror}", code="Y007", location=Location(name)) from None
+        data = limits.read_limited(path, max_bytes)
+    except limits.TooLarge as exc:
+        raise RulebookError(f"file is {exc.reason}; split it", code="Y006", location=Location(name)) from None
+    except limits.Unreadable as exc:
+        raise RulebookError(f"cannot read file: {exc.reason}", code="Y007", location=Location(name)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

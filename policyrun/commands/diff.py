@@ -19,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("old", type=Path, metavar="OLD_TRACE")
     p.add_argument("new", type=Path, metavar="NEW_TRACE")
     p.add_argument("--json", action="store_true", help="print the differences as JSON")
+    p.add_argument("--force", action="store_true",
+                   help="compare traces that fail their consistency checks (hand-edited?)")
     p.set_defaults(func=run)
 
 
@@ -26,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.render.diff import diff_traces, render_diff_json, render_diff_text
     from policyrun.trace import load_trace
 
-    diff = diff_traces(load_trace(args.old), load_trace(args.new))
+    diff = diff_traces(load_trace(args.old, force=args.force), load_trace(args.new, force=args.force))
     sys.stdout.write(render_diff_json(diff) if args.json else render_diff_text(diff))
     return EXIT_FAIL if diff["changed"] else EXIT_OK

@@ -18,13 +18,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--failures", action="store_true",
                    help="only FAIL, BLOCKED and STOPPED phases, and in them only checks that were not "
                         "SATISFIED or NOT_APPLICABLE")
+    p.add_argument("--force", action="store_true",
+                   help="explain a trace that fails its consistency checks (hand-edited?) under a warning banner")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from policyrun.errors import terminal_text
     from policyrun.render.explain import render_explain
     from policyrun.trace import load_trace
+    from policyrun.traceconsistency import banner_lines, inconsistencies
 
-    trace = load_trace(args.trace)
-    sys.stdout.write(render_explain(trace, phase=args.phase, failures=args.failures))
+    trace = load_trace(args.trace, force=args.force)
+    text = render_explain(trace, phase=args.phase, failures=args.failures)
+    if args.force and (problems := inconsistencies(trace)):
+        text = terminal_text("\n".join(banner_lines(problems))) + "\n\n" + text
+        sys.stderr.write(f"policyrun: warning: INCONSISTENT TRACE explained with --force ({len(problems)} problem(s))\n")
+    sys.stdout.write(text)
     return 0

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from policyrun.errors import Location, UsageError
+from policyrun.errors import PolicyrunError, UsageError, terminal_text
 
 _FORMATS = ("md", "html", "junit", "sarif", "json")
 
@@ -26,24 +25,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="a Jinja2 template to use instead of the built-in one (md and html)")
     p.add_argument("--context", type=Path, metavar="FILE",
                    help="YAML or JSON mapping passed to templates as `context` (e.g. impact_matrix, refs)")
+    p.add_argument("--force", action="store_true",
+                   help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
     p.set_defaults(func=run)
 
 
 def load_context(path: Path | None) -> dict[str, Any]:
+    """A policy-sized YAML (`.yaml`, `.yml`) or JSON file, through the guarded loaders (bounded size
+    and nesting, no alias bombs, no duplicate keys), errors located."""
     if path is None:
         return {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        raise UsageError(f"cannot read template context: {why}", code="R006", location=Location(str(path))) from None
-    import yaml
+    from policyrun import limits
+    from policyrun.errors import Location
 
-    try:
-        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise UsageError(f"template context is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}:"
-                         f" {exc}", code="R006", location=Location(str(path))) from None
+    if path.suffix in (".yaml", ".yml"):
+        from policyrun.yamlsource import load_yaml_file
+
+        try:
+            data, _ = load_yaml_file(path)
+        except PolicyrunError as exc:
+            code = "R006" if exc.code in ("Y006", "Y007") else exc.code
+            raise UsageError(f"template context: {exc.message}", code=code, location=exc.location) from None
+    else:
+        from policyrun.jsonfile import parse_json, read_json_text
+
+        text = read_json_text(path, what="template context", code="R006", max_bytes=limits.POLICY_BYTES)
+        data = parse_json(text, str(path), what="template context", code="R006", max_depth=limits.POLICY_DEPTH)
     if not isinstance(data, dict):
         raise UsageError("template context must be a mapping (keys become `context.<key>` in templates)",
                          code="R006", location=Location(str(path)))
@@ -51,18 +58,20 @@ def load_context(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.render import render
+    from policyrun.render import add_banner, render
     from policyrun.trace import load_trace
+    from policyrun.traceconsistency import inconsistencies
 
-    trace = load_trace(args.trace)
+    trace = load_trace(args.trace, force=args.force)
     text = render(trace, args.format, template=args.template, context=load_context(args.context))
+    if args.force and (problems := inconsistencies(trace)):
+        text = add_banner(text, args.format, problems)
+        sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
+                                       f"({len(problems)} problem(s))\n"))
     if args.output == "-":
         sys.stdout.write(text)
         return 0
-    out = Path(args.output)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write report: {exc.strerror}", code="R005", location=Location(str(out))) from None
+    from policyrun.outfiles import write_file
+
+    write_file(Path(args.output), text, code="R005", fix="choose another -o path")
     return 0

@@ -7,20 +7,28 @@ exact file it judged. A top-level list is exposed as `items`.
 
 Non-finite numbers (JSON NaN/Infinity, YAML .nan/.inf) become null: a NaN compares false with
 everything, so `!(x < 0.5)` would pass on a broken metric; null makes such a check fail closed.
-YAML dates and other non-JSON scalars become strings.
+YAML dates stay the strings they were written as.
+
+The file goes through policyrun's guarded loaders (policyrun.limits): a regular file of at most
+64 MiB, nesting at most 120 levels, YAML expanding to at most 1,000,000 nodes (alias bombs), no
+duplicate keys, YAML keys that are strings and no YAML tags beyond plain scalars. A file over a
+bound is `results.too_large`; one that breaks a rule is `results.parse_error`, located.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from policyrun import limits
+from policyrun.errors import PolicyrunError
+from policyrun.jsonfile import parse_json
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.yamlsource import load_yaml_text
 
 RESERVED_KEY = "_file"
 
@@ -76,15 +84,17 @@ class ResultsProbe:
         fmt = params.get("format", "auto")
         if fmt == "auto":
             fmt = "yaml" if path.suffix.lower() in (".yaml", ".yml") else "json"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        if not path.exists():
             raise ProbeError("file.not_found", f"results file {str(path)!r} does not exist; run the step that "
-                             "writes it or fix the probe's path") from None
-        except IsADirectoryError:
-            raise ProbeError("file.not_found", f"{str(path)!r} is a directory, not a results file") from None
-        except OSError as exc:
-            raise ProbeError("file.unreadable", f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+                             "writes it or fix the probe's path")
+        if path.is_dir():
+            raise ProbeError("file.not_found", f"{str(path)!r} is a directory, not a results file")
+        try:
+            data = limits.read_limited(path, limits.RESULTS_BYTES)
+        except limits.TooLarge as exc:
+            raise ProbeError("results.too_large", f"{str(path)!r} is {exc.reason}") from None
+        except limits.Unreadable as exc:
+            raise ProbeError("file.unreadable", f"cannot read {str(path)!r}: {exc.reason}") from None
         doc = _load(data, fmt, path)
         counter = [0]
         doc = _jsonable(doc, counter)
@@ -106,23 +116,15 @@ def _load(data: bytes, fmt: str, path: Path) -> Any:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ProbeError("results.parse_error", f"{path}: not UTF-8 text (byte {exc.start})") from None
-    if fmt == "json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProbeError("results.parse_error", f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: "
-                             f"{exc.msg}") from None
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ProbeError("results.parse_error", f"{where}: not valid YAML: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise ProbeError("results.parse_error", f"{path}: not valid YAML: {exc}") from None
+        if fmt == "json":
+            return parse_json(text, str(path), what="results file", code="results.parse_error",
+                              depth_code="results.too_large", max_depth=limits.RESULTS_DEPTH, allow_nonfinite=True)
+        return load_yaml_text(text, str(path), max_depth=limits.RESULTS_DEPTH, max_nodes=limits.RESULTS_NODES)[0]
+    except PolicyrunError as exc:
+        code = exc.code if exc.code.startswith("results.") else (
+            "results.too_large" if exc.code in ("Y005", "Y008") else "results.parse_error")
+        raise ProbeError(code, f"{exc.location}: {exc.message}") from None
 
 
 PROBES = [ResultsProbe()]

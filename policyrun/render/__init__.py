@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policyrun.errors import Finding, Location, UsageError
+from policyrun.errors import Finding, Location, RulebookError, UsageError
 
 if TYPE_CHECKING:
     from policyrun.model import Rulebook
+    from policyrun.rulebook import LoadedRulebook
     from policyrun.trace import Trace
 
 # Format name → file name written by `write_reports`.
@@ -68,44 +69,56 @@ def _custom_file_name(name: str, template: Path) -> str:
     return stem if "." in stem else f"{name}.txt"
 
 
-def write_reports(trace: Trace, formats: Iterable[str], out_dir: Path, *,
-                  rulebook_templates: Mapping[str, Path] | None = None,
-                  context: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write each requested report into `out_dir`; returns the paths written, in order.
+def render_reports(trace: Trace, formats: Iterable[str], *,
+                   rulebook_templates: Mapping[str, Path] | None = None,
+                   context: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Each requested report rendered, by file name, in order (nothing is written).
 
     `rulebook_templates` maps report names to template paths (see `rulebook_templates()`): a name
     `md` or `html` replaces that built-in template; any other name is an extra report that is
-    written only when asked for, to a file named after its template (`completion.md.j2` →
+    rendered only when asked for, to a file named after its template (`completion.md.j2` →
     `completion.md`).
     """
     templates = dict(rulebook_templates or {})
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create report folder: {exc.strerror}", code="R005",
-                         location=Location(str(out_dir))) from None
-    written: list[Path] = []
+    out: dict[str, str] = {}
     for fmt in split_formats(formats):
         if fmt in FORMATS:
-            text = render(trace, fmt, template=templates.get(fmt) if fmt in TEMPLATED else None, context=context)
-            path = out_dir / FORMATS[fmt]
+            out[FORMATS[fmt]] = render(trace, fmt, template=templates.get(fmt) if fmt in TEMPLATED else None,
+                                       context=context)
         elif fmt in templates:
             from policyrun.render.markdown import template_variables
             from policyrun.render.templating import is_html, render_template
 
             tpl = templates[fmt]
-            text = render_template(tpl, "", template_variables(trace, context), html=is_html(tpl.name))
-            path = out_dir / _custom_file_name(fmt, tpl)
+            out[_custom_file_name(fmt, tpl)] = render_template(tpl, "", template_variables(trace, context),
+                                                               html=is_html(tpl.name))
         else:
             choices = ", ".join([*FORMATS, *(t for t in templates if t not in FORMATS)])
             raise UsageError(f"unknown report format {fmt!r}; choose from {choices}", code="R004")
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write report: {exc.strerror}", code="R005",
-                             location=Location(str(path))) from None
-        written.append(path)
-    return written
+    return out
+
+
+def write_reports(trace: Trace, formats: Iterable[str], out_dir: Path, *,
+                  rulebook_templates: Mapping[str, Path] | None = None,
+                  context: Mapping[str, Any] | None = None) -> list[Path]:
+    """Render every requested report, then write them into `out_dir` (atomically, under the
+    folder's lock: see policyrun.outfiles); returns the paths written, in order. A report that
+    fails to render leaves the folder untouched."""
+    from policyrun.outfiles import write_files
+
+    rendered = render_reports(trace, formats, rulebook_templates=rulebook_templates, context=context)
+    return write_files(out_dir, rendered, code="R005", fix="choose another output folder")
+
+
+def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
+              rulebook_templates: Mapping[str, Path] | None = None) -> list[Path]:
+    """What `evaluate --out DIR` writes: trace.json and the requested reports, rendered first and
+    then written together under the folder's lock, followed by manifest.json listing them."""
+    from policyrun.outfiles import write_files
+
+    files = {"trace.json": trace.to_json(),
+             **render_reports(trace, formats, rulebook_templates=rulebook_templates)}
+    return write_files(out_dir, files, code="U007", fix="choose another --out folder", manifest=True)
 
 
 def compile_template(path: Path) -> list[Finding]:
@@ -115,13 +128,83 @@ def compile_template(path: Path) -> list[Finding]:
     return compile_one(path)
 
 
-def rulebook_templates(rulebook: Rulebook, rulebook_path: Path) -> dict[str, Path]:
-    """The templates a rulebook names (`report.templates`, `report.template` = md), as paths."""
+def _template_names(rulebook: Rulebook) -> dict[str, str]:
     spec = rulebook.report
     if spec is None:
         return {}
     names = dict(spec.templates)
     if spec.template and "md" not in names:
         names["md"] = spec.template
+    return names
+
+
+def rulebook_templates(rulebook: Rulebook, rulebook_path: Path) -> dict[str, Path]:
+    """The templates a rulebook names (`report.templates`, `report.template` = md), as paths.
+
+    Each must lie inside the rulebook's folder (symlinks resolved) and be a regular file of bounded
+    size; `lint` reports a violation at the rulebook line (R007), and this refuses it again.
+    """
+    from policyrun.render.templating import rulebook_template_problem
+
     base = rulebook_path.parent
-    return {name: (base / rel) for name, rel in names.items()}
+    out: dict[str, Path] = {}
+    for name, rel in _template_names(rulebook).items():
+        problem = rulebook_template_problem(base, rel)
+        if problem:
+            raise RulebookError(_outside_message(rel, problem), code="R007", location=Location(str(rulebook_path)))
+        out[name] = base / rel
+    return out
+
+
+def _outside_message(rel: str, problem: str) -> str:
+    return (f"report template {rel!r} must be a file inside the rulebook's folder ({problem}); keep templates "
+            "beside the rulebook, or pass one with `policyrun report --template`")
+
+
+def template_findings(rb: LoadedRulebook) -> list[Finding]:
+    """Lint hook: the rulebook's templates, located at the rulebook lines that name them."""
+    from policyrun.rulebook import node_path_text
+    from policyrun.render.templating import compile_template as compile_one
+    from policyrun.render.templating import rulebook_template_problem
+
+    spec = rb.model.report
+    if spec is None:
+        return []
+    findings: list[Finding] = []
+    base = rb.path.parent
+    for name, rel in _template_names(rb.model).items():
+        node = ("report", "templates", name) if name in spec.templates else ("report", "template")
+        problem = rulebook_template_problem(base, rel)
+        if problem:
+            findings.append(Finding("R007", _outside_message(rel, problem), rb.locate(node),
+                                    node=node_path_text(node)))
+        elif not (base / rel).is_file():
+            findings.append(Finding("R002", f"report template {rel!r} not found (paths are relative to the "
+                                            "rulebook)", rb.locate(node), node=node_path_text(node)))
+        else:
+            findings.extend(compile_one(base / rel))
+    return findings
+
+
+def add_banner(text: str, fmt: str, problems: list[str]) -> str:
+    """A report of an inconsistent trace (`--force`), with the inconsistencies on top where the
+    format has room for prose (Markdown, HTML); machine formats are left as they are."""
+    from policyrun.render.safetext import escape_controls
+    from policyrun.traceconsistency import banner_lines
+
+    lines = [escape_controls(line) for line in banner_lines(problems)]
+    if fmt == "md":
+        from policyrun.render.templating import md_text
+
+        return "\n".join([f"> **{md_text(lines[0])}**", *(f"> {md_text(line)}  " for line in lines[1:])]) + "\n\n" + text
+    if fmt == "html":
+        from markupsafe import escape
+
+        items = "".join(f"<li>{escape(line.strip(' -'))}</li>" for line in lines[1:])
+        box = (f'<div role="alert" style="border:3px solid #cf222e;background:#ffebe9;padding:12px;margin:12px">'
+               f"<strong>{escape(lines[0])}</strong><ul>{items}</ul></div>")
+        body = text.find("<body")
+        at = text.find(">", body) + 1 if body >= 0 else 0
+        text = text[:at] + box + text[at:]
+        return text.replace("<title>", "<title>INCONSISTENT TRACE — ", 1)
+    return text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from policyrun.render.safetext import escape_controls, json_controls
 from policyrun.trace import Trace
 
 _STYLES = {"PASS": "bold green", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
@@ -17,11 +18,13 @@ _STYLES = {"PASS": "bold green", "FAIL": "bold red", "BLOCKED": "bold dark_orang
 
 def verdict_line(trace: Trace) -> str:
     summary = f" — {trace.verdict.summary}" if trace.verdict.summary else ""
-    return f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})"
+    return escape_controls(f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})")
 
 
 def _rows(trace: Trace) -> list[tuple[str, str, str, str]]:
-    return [(p.phase, p.status, p.blocker or p.reason, p.next_allowed_action) for p in trace.phases]
+    # Blockers and reasons quote facts: escape terminal controls before they reach the screen.
+    return [(escape_controls(p.phase), p.status, escape_controls(p.blocker or p.reason),
+             escape_controls(p.next_allowed_action)) for p in trace.phases]
 
 
 def plain_table(trace: Trace, reason_width: int = 64) -> str:
@@ -46,7 +49,8 @@ def _rich_table(trace: Trace, stream: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}", title_justify="left")
+    title = escape_controls(f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}")
+    table = Table(title=Text(title), title_justify="left")
     table.add_column("Phase", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Reason / blocker", overflow="fold")
@@ -68,7 +72,7 @@ def print_trace(trace: Trace, *, stream: TextIO | None = None, quiet: bool = Fal
     """Print a trace for people (table), scripts (`as_json`) or logs (`quiet`: the verdict only)."""
     out = stream or sys.stdout
     if as_json:
-        out.write(trace.to_json())
+        out.write(json_controls(trace.to_json()))
     elif quiet:
         out.write(verdict_line(trace) + "\n")
     elif out.isatty():

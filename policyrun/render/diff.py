@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from policyrun.render.safetext import escape_controls, json_controls
 from policyrun.render.view import format_read
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
@@ -149,8 +150,8 @@ def render_diff_text(diff: dict[str, Any]) -> str:
     else:
         n_checks = sum(len(p["checks"]) for p in diff["phases"])
         lines += ["", f"{len(diff['phases'])} phase(s) and {n_checks} check(s) differ."]
-    return "\n".join(lines) + "\n"
+    return escape_controls("\n".join(lines) + "\n")
 
 
 def render_diff_json(diff: dict[str, Any]) -> str:
-    return json.dumps(diff, indent=2, ensure_ascii=False) + "\n"
+    return json_controls(json.dumps(diff, indent=2, ensure_ascii=False) + "\n")

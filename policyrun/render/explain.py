@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from policyrun.errors import UsageError
 from policyrun.facts import Provenance
+from policyrun.render.safetext import escape_controls
 from policyrun.render.view import FAILING, RESULT_ICONS, check_probes, format_read, is_decisive
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
@@ -84,4 +85,4 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
         out += ["", f"Nothing failed: {scope} PASS or SKIPPED."]
     for p in phases:
         out += ["", *_phase_lines(p, trace, failures)]
-    return "\n".join(out) + "\n"
+    return escape_controls("\n".join(out) + "\n")

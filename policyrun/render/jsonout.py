@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from policyrun.render.safetext import json_controls
 from policyrun.trace import Trace
 
 
 def render_json(trace: Trace) -> str:
-    return trace.to_json()
+    # The same JSON value as trace.json; DEL, C1 and bidi characters are written as \u escapes.
+    return json_controls(trace.to_json())

@@ -14,8 +14,10 @@ import xml.etree.ElementTree as ET
 from policyrun.render.view import FAILING, format_read, is_decisive, record_text
 from policyrun.trace import PhaseRecord, Trace
 
-# Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI).
-_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI). DEL,
+# C1 and bidi overrides are legal XML but act on terminals and CI pages: replaced as well.
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                          "\u2066-\u2069\ufffe\uffff]")
 
 
 def _x(text: object) -> str:

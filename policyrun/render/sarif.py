@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from policyrun.errors import Finding, Location
+from policyrun.render.safetext import json_controls
 from policyrun.render.view import FAILING, format_read, is_decisive
 from policyrun.trace import Trace
 
@@ -49,7 +50,8 @@ def artifact_uri(file: str, base_dir: Path | None = None) -> str:
             return path.as_uri()
         path = Path(rel)
     posix = PurePosixPath(*path.parts).as_posix()
-    return quote(posix.removeprefix("./"), safe="/-._~!$&'()*+,;=@")
+    # surrogateescape: a file name that is not UTF-8 keeps its bytes (%FF) instead of crashing.
+    return quote(posix.removeprefix("./"), safe="/-._~!$&'()*+,;=@", errors="surrogateescape")
 
 
 def _location(loc: Location, base_dir: Path | None) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def _fingerprint(*parts: str) -> str:
 def _log(driver: dict[str, Any], results: list[dict[str, Any]], **run: Any) -> str:
     log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION,
            "runs": [{"tool": {"driver": driver}, "columnKind": "unicodeCodePoints", **run, "results": results}]}
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json_controls(json.dumps(log, indent=2, ensure_ascii=False) + "\n")
 
 
 def _driver(tool_version: str, rules: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,23 +1,30 @@
-"""Jinja2 for report templates: sandboxed, strict, and with errors that point at template lines.
+"""Jinja2 for report templates: sandboxed, bounded, strict, and with errors at template lines.
 
-Rulebooks may ship their own templates, so a template is untrusted input: it runs in
-`SandboxedEnvironment`, sees only plain data (`report`, `trace`, `context`), and an undefined
-name is an error (`StrictUndefined`) rather than an empty string that hides a typo in an audit
-report. A rulebook template can extend ours: `{% extends "policyrun/report.md.j2" %}`.
+Rulebooks may ship their own templates, so a template is untrusted input: it runs in a bounded
+sandbox (policyrun.render.sandbox: no Python internals, a deadline, size limits), sees only plain
+data (`report`, `trace`, `context`), and an undefined name is an error (`StrictUndefined`) rather
+than an empty string that hides a typo in an audit report. Template files are read only from
+inside their folder, symlinks resolved and checked, regular files of bounded size. A rulebook
+template can extend ours: `{% extends "policyrun/report.md.j2" %}`.
+
+Imported only when a report is rendered or a rulebook names templates, so Jinja2 loads here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jinja2 import BaseLoader, Environment, TemplateError, TemplateNotFound, TemplateSyntaxError, nodes
+
+from policyrun import limits
 from policyrun.errors import Finding, Location, RulebookError
-
-if TYPE_CHECKING:
-    from jinja2 import Environment
+from policyrun.render.safetext import escape_controls
+from policyrun.render.sandbox import BoundedEnvironment, TemplateLimit, render_bounded
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "templates"
 BUILTIN_PREFIX = "policyrun"
@@ -60,7 +67,7 @@ def to_json(value: Any, indent: int | None = None) -> str:
 
 
 def _defang(value: Any) -> Any:
-    """HTML output hook: escape, then write `//` as character references.
+    """HTML output hook: escape, show control characters as escapes, write `//` as references.
 
     The page must not contain a URL a browser could fetch or a reviewer could mistake for one;
     fact values may hold remotes such as `https://...`. Character references render identically,
@@ -70,20 +77,69 @@ def _defang(value: Any) -> Any:
 
     if value is None:
         return value
-    return Markup(str(escape(value)).replace("//", "&#47;&#47;"))
+    return Markup(escape_controls(str(escape(value))).replace("//", "&#47;&#47;"))
 
 
-def environment(search_dir: Path | None = None, *, html: bool = False) -> Environment:
-    """A sandboxed environment; `search_dir` (a rulebook's template folder) comes first."""
-    from jinja2 import ChoiceLoader, FileSystemLoader, PrefixLoader, StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+def _plain_text(value: Any) -> Any:
+    """Markdown output hook: control characters from facts become visible escapes."""
+    return escape_controls(value) if isinstance(value, str) else value
 
-    builtin = FileSystemLoader(str(BUILTIN_DIR))
-    loaders: list[Any] = [FileSystemLoader(str(search_dir))] if search_dir else []
+
+class TemplateRefused(Exception):
+    """A template file policyrun will not read (R007): outside its folder, not a regular file, too big."""
+
+    def __init__(self, name: str, path: str, reason: str) -> None:
+        super().__init__(f"template {name!r} {reason}")
+        self.name = name
+        self.path = path
+        self.reason = reason
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _read_template(candidate: str, root: str, name: str) -> str:
+    """A template's source, read only if it resolves (symlinks followed) inside `root` and is a
+    regular file within the size bound."""
+    if not _inside(os.path.realpath(candidate), root):
+        raise TemplateRefused(name, candidate, "resolves outside its folder (a symlink or `..`?); keep "
+                                               "templates and what they include in the template's folder")
+    try:
+        data = limits.read_limited(Path(candidate), limits.TEMPLATE_BYTES)
+    except limits.Unreadable as exc:
+        raise TemplateRefused(name, candidate, f"cannot be read: {exc.reason}") from None
+    return data.decode("utf-8")
+
+
+class _ContainedLoader(BaseLoader):
+    """FileSystemLoader's lookup, but every file is checked by `_read_template` before it is read."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = str(folder)
+        self.root = os.path.realpath(folder)
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        from jinja2.loaders import split_template_path
+
+        candidate = os.path.join(self.folder, *split_template_path(template))
+        if not os.path.lexists(candidate) or os.path.isdir(candidate):
+            raise TemplateNotFound(template)
+        source = _read_template(candidate, self.root, template)
+        mtime = os.path.getmtime(candidate)
+        return source, candidate, lambda: os.path.getmtime(candidate) == mtime
+
+
+def environment(search_dir: Path | None = None, *, html: bool = False) -> BoundedEnvironment:
+    """A sandboxed, bounded environment; `search_dir` (a rulebook's template folder) comes first."""
+    from jinja2 import ChoiceLoader, PrefixLoader, StrictUndefined
+
+    builtin = _ContainedLoader(BUILTIN_DIR)
+    loaders: list[Any] = [_ContainedLoader(search_dir)] if search_dir else []
     loaders += [PrefixLoader({BUILTIN_PREFIX: builtin}), builtin]
-    env = SandboxedEnvironment(loader=ChoiceLoader(loaders), undefined=StrictUndefined, autoescape=html,
-                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                               finalize=_defang if html else None)
+    env = BoundedEnvironment(loader=ChoiceLoader(loaders), undefined=StrictUndefined, autoescape=html,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             finalize=_defang if html else _plain_text)
     env.filters.update(md=md_text, code=md_code, fenced=md_fenced, json=to_json)
     return env
 
@@ -108,14 +164,13 @@ def compile_template(path: Path) -> list[Finding]:
     """Lint hook: findings for a template that cannot compile, located at file:line.
 
     R001: syntax error (or unknown filter/test) at the template line; R002: a template, or one it
-    extends/includes/imports, does not exist.
+    extends/includes/imports, does not exist; R007: a template file policyrun will not read
+    (outside its folder, not a regular file, too large).
 
     Templates it extends, includes or imports by a constant name are compiled too, so an error in
     a partial is reported at the partial's line.
     """
-    from jinja2 import TemplateNotFound, TemplateSyntaxError, nodes
-
-    if not path.is_file():
+    if not os.path.lexists(path) or path.is_dir():
         return [Finding("R002", "report template not found; check report.templates in the rulebook "
                                 "(paths are relative to the rulebook file)", Location(str(path)))]
     env = environment(path.parent, html=is_html(path.name))
@@ -133,8 +188,11 @@ def compile_template(path: Path) -> list[Finding]:
                                             f"among the built-in ones ({BUILTIN_PREFIX}/...)",
                                     via or Location(str(file))))
             return
+        except TemplateRefused as exc:
+            findings.append(Finding("R007", str(exc), via or Location(exc.path)))
+            return
         except UnicodeDecodeError:
-            findings.append(Finding("R001", "template is not valid UTF-8", Location(str(filename or file))))
+            findings.append(Finding("R001", "template is not valid UTF-8", via or Location(str(file))))
             return
         try:
             tree = env.parse(source, name, filename)
@@ -142,6 +200,10 @@ def compile_template(path: Path) -> list[Finding]:
         except TemplateSyntaxError as exc:
             findings.append(Finding("R001", f"template syntax error: {exc.message}",
                                     Location(filename or str(file), exc.lineno or 0, 1)))
+            return
+        except RecursionError:
+            findings.append(Finding("R001", "template nests too deeply to compile; flatten it",
+                                    Location(filename or str(file))))
             return
         for node in tree.find_all((nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)):
             target = getattr(node, "template", None)
@@ -152,10 +214,25 @@ def compile_template(path: Path) -> list[Finding]:
     return findings
 
 
+def rulebook_template_problem(base: Path, rel: str) -> str | None:
+    """Why a rulebook's template path is refused, or None: it must name a regular file inside the
+    rulebook's folder (`base`), symlinks resolved, within the template size bound."""
+    if Path(rel).is_absolute():
+        return "it is an absolute path"
+    candidate = base / rel
+    if not os.path.lexists(candidate):
+        return None  # not found: R002, reported by the caller
+    if not _inside(os.path.realpath(candidate), os.path.realpath(base)):
+        return "it resolves outside it (a symlink or `..`)"
+    try:
+        limits.read_limited(candidate, limits.TEMPLATE_BYTES)
+    except limits.Unreadable as exc:
+        return exc.reason
+    return None
+
+
 def render_template(path: Path | None, builtin: str, variables: Mapping[str, Any], *, html: bool) -> str:
     """Render a rulebook template (or the built-in one); errors become RulebookError (exit 3)."""
-    from jinja2 import TemplateError
-
     if path is not None:
         findings = compile_template(path)
         if findings:
@@ -166,13 +243,25 @@ def render_template(path: Path | None, builtin: str, variables: Mapping[str, Any
     else:
         env = environment(html=html)
         name = builtin
+    fallback = path or BUILTIN_DIR / builtin
     try:
-        return env.get_template(name).render(**variables)
+        return render_bounded(env, env.get_template(name), dict(variables))
+    except TemplateRefused as exc:
+        raise RulebookError(str(exc), code="R007", location=_where(exc, fallback)) from None
+    except TemplateLimit as exc:
+        raise RulebookError(f"report template stopped: {exc.message}; a template may not run longer or build "
+                            "more than policyrun's bounds (docs/security.md)", code="R008",
+                            location=_where(exc, fallback)) from None
     except TemplateError as exc:
-        where = _where(exc, path or BUILTIN_DIR / builtin)
         raise RulebookError(f"report template failed: {exc.message or type(exc).__name__}; "
                             "templates see `report`, `trace` and `context` (docs/reports.md)",
-                            code="R003", location=where) from None
+                            code="R003", location=_where(exc, fallback)) from None
     except RecursionError:
         raise RulebookError("report template recursed too deeply (does it extend or include itself?)",
-                            code="R003", location=Location(str(path or builtin))) from None
+                            code="R003", location=Location(str(fallback))) from None
+    except MemoryError:
+        raise RulebookError("report template ran out of memory; it builds too much", code="R008",
+                            location=Location(str(fallback))) from None
+    except Exception as exc:  # an error in the template's own expressions: 1 // 0, int('x'), ...
+        raise RulebookError(f"report template failed: {type(exc).__name__}: {exc}", code="R003",
+                            location=_where(exc, fallback)) from None
