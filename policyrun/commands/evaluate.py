@@ -61,15 +61,11 @@ def run(args: argparse.Namespace) -> int:
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    trace_path = args.out / "trace.json"
-    trace_path.write_text(trace.to_json(), encoding="utf-8")
-    written = [trace_path]
-    if formats:
-        from policyrun.render import rulebook_templates, write_reports
+    from policyrun.render import rulebook_templates, write_run
 
-        written += write_reports(trace, formats, args.out,
-                                 rulebook_templates=rulebook_templates(rb.model, rb.path))
+    # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
+    written = write_run(trace, formats, args.out,
+                        rulebook_templates=rulebook_templates(rb.model, rb.path) if formats else None)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
