@@ -92,23 +92,13 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
 
 
 def _template_findings(rb: LoadedRulebook) -> list[Finding]:
-    spec = rb.model.report
-    if spec is None:
+    if rb.model.report is None:
         return []
     # policyrun.render is cheap to import (renderers load Jinja2 lazily), so only a rulebook that
-    # names templates pulls Jinja2 into lint.
-    from policyrun.render import compile_template, rulebook_templates
+    # names templates pulls Jinja2 into lint. Paths are checked there (inside the rulebook's folder).
+    from policyrun.render import template_findings
 
-    findings: list[Finding] = []
-    for name, template in rulebook_templates(rb.model, rb.path).items():
-        node = ("report", "templates", name) if name in spec.templates else ("report", "template")
-        if not template.is_file():
-            rel = spec.templates.get(name, spec.template)
-            findings.append(Finding("R002", f"report template {rel!r} not found (paths are relative to the "
-                                            "rulebook)", rb.locate(node), node=node_path_text(node)))
-            continue
-        findings.extend(compile_template(template))
-    return findings
+    return template_findings(rb)
 
 
 def collect_paths(args: list[str]) -> list[Path]:
