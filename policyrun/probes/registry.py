@@ -15,6 +15,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.const",
     "policyrun.probes.git",
     "policyrun.probes.search",
+    "policyrun.probes.markers", "policyrun.probes.claims",
     "policyrun.probes.pins",
     "policyrun.probes.files",
     "policyrun.probes.gpu",
