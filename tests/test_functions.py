@@ -264,6 +264,7 @@ def test_distinct_and_duplicates_keep_first_occurrence_order() -> None:
     assert value("[3, 1, 3, 2, 1].distinct()") == [3, 1, 2]
     assert value("facts.v.distinct()", v=[1, 1.0, True, "1", None, None, {"a": 1}, {"a": 1}, [1], [1]]) == [
         1, True, "1", None, {"a": 1}, [1]]
+    assert value("[b'a', b'b', b'a'].distinct()") == [b"a", b"b"]
     assert value("['a', 'b', 'a', 'c', 'b', 'a'].duplicates()") == ["a", "b"]
     assert value("[].duplicates()") == []
 
