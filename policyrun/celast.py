@@ -35,6 +35,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:

@@ -364,8 +364,8 @@ def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
         else:
             _add(sink, rb, "L021", f"probes depend on each other in a cycle: {text}",
                  ("probes", cycle[0].split(".", 1)[1]), key=True)
-    for did, spec in model.derive.items():
-        for k, mode_name in enumerate(spec.modes or []):
+    for did, derived in model.derive.items():
+        for k, mode_name in enumerate(derived.modes or []):
             if mode_name not in model.modes:
                 _add(sink, rb, "L013", f"derived value {did!r} names unknown mode {mode_name!r}"
                      f"{_hint(mode_name, list(model.modes))}", ("derive", did, "modes", k))

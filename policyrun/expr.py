@@ -232,7 +232,7 @@ def _error_outcome(text: str) -> Outcome:
         return Outcome(error=f"hit a size bound: {text.split(LIMIT_MARKER, 1)[1].strip()}", kind="limit")
     if "Iteration budget exceeded" in text:
         return Outcome(error="iterates past the runtime's budget of 10,000 comprehension steps; compute it with "
-                             "library functions (group_by, index_by, join, where) in `derive` instead of nested "
+                             "library functions (group_by, index_by, inner_join, where) in `derive` instead of nested "
                              "comprehensions", kind="budget")
     found = _NOT_FOUND.search(text)
     if found is not None:

@@ -80,12 +80,13 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: in
         or MEMORY_BYTES
     refused: dict[str, str] = {}
     for _ in range(MAX_RESTARTS + 1):
-        outcome = _attempt(fn, refused, limit_s, limit_mem)
+        outcome: tuple[Any, ...] = _attempt(fn, refused, limit_s, limit_mem)
         if outcome[0] == "ok":
-            return outcome[1]  # type: ignore[no-any-return]
+            result: T = outcome[1]
+            return result
         if outcome[0] == "raise":
             raise outcome[1]
-        key, reason = outcome[1], outcome[2]
+        key, reason = str(outcome[1]), str(outcome[2])
         if not key or key in refused:
             raise PolicyrunError(f"the evaluation {reason} outside any expression; this is a policyrun defect, "
                                  "please report it", code="G001")
