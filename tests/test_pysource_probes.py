@@ -456,8 +456,20 @@ def test_compare_rev_reports_removed_and_moved_names(plugin: GitRepo, upstream: 
     ]
     graph = target(v, 10)
     assert graph["compare"]["defining_file"] == "up/config/compilation.py" and graph["compare"]["found"]
+    assert v["moved_at_compare"] == []
     assert target(v, 22)["compare"]["found"] is False
     assert v["upstream"]["compare_sha"] == upstream.sha("v2")
+
+
+def test_moved_definitions_at_compare_rev(tmp_path: Path, upstream: GitRepo) -> None:
+    plugin = init_repo(tmp_path / "mv")
+    plugin.write("p.py", "from up import util_alias\nfrom up.core import Engine\n")
+    plugin.commit("one")
+    v = probe("python.imports", plugin.path, root=str(plugin.path),
+              resolve={"path": str(upstream.path), "rev": "v1", "compare_rev": "v2"})
+    assert v["moved_at_compare"] == [{"site": "p.py:1", "module": "up", "name": "util_alias",
+                                      "defining_file": "up/util.py", "compare_defining_file": "up/utils.py"}]
+    assert v["missing_at_compare"] == []
 
 
 def test_upstream_working_tree_without_rev(plugin: GitRepo, upstream: GitRepo) -> None:

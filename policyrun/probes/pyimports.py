@@ -192,6 +192,13 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Imports of the scanned tree.", {
                                "site": {"type": "string"}, "module": {"type": "string"},
                                "name": {"type": ["string", "null"]},
                                "reason": {"type": ["string", "null"], "description": "As target.reason."}})},
+    "moved_at_compare": {"type": "array", "description": "Rows found at both revisions, defined in another file "
+                                                        "at compare_rev.",
+                         "items": object_schema("A module or name that moved.", {
+                             "site": {"type": "string"}, "module": {"type": "string"},
+                             "name": {"type": ["string", "null"]},
+                             "defining_file": {"type": ["string", "null"], "description": "At resolve.rev."},
+                             "compare_defining_file": {"type": ["string", "null"], "description": "At compare_rev."}})},
     "upstream_parse_errors": {"type": "array", "description": "Upstream files resolution needed that do not parse.",
                               "items": object_schema("An upstream file that is not valid Python.", {
                                   **PARSE_ERROR_SCHEMA["properties"],
@@ -282,7 +289,7 @@ def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, An
     return {"root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "files_scanned": scanned,
             "parse_errors": [e.as_fact() for e in errors], "imports": [r.as_fact() for r in rows],
             "modules": sorted({r.module for r in rows}), "upstream": None, "by_upstream_file": {},
-            "unresolved": [], "missing_at_compare": [], "upstream_parse_errors": []}
+            "unresolved": [], "missing_at_compare": [], "moved_at_compare": [], "upstream_parse_errors": []}
 
 
 def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTree | None,
@@ -293,6 +300,7 @@ def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTre
     by_file: dict[str, set[str]] = {}
     unresolved: list[str] = []
     missing: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
     for row in value["imports"]:
         if not here.has_package(row["module"]):
             continue
@@ -308,6 +316,9 @@ def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTre
             if target.found and not later.found:
                 missing.append({"site": row["site"], "module": row["module"], "name": row["name"],
                                 "reason": later.reason})
+            elif target.found and later.defining_file != target.defining_file:
+                moved.append({"site": row["site"], "module": row["module"], "name": row["name"],
+                              "defining_file": target.defining_file, "compare_defining_file": later.defining_file})
         row["target"] = fact
     value["upstream"] = {"path": str(upstream.root), "rev": upstream.rev, "rev_sha": upstream.rev_sha,
                          "compare_rev": compare.rev if compare else None,
@@ -315,6 +326,7 @@ def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTre
     value["by_upstream_file"] = {path: sorted(sites, key=_site_order) for path, sites in sorted(by_file.items())}
     value["unresolved"] = unresolved
     value["missing_at_compare"] = missing
+    value["moved_at_compare"] = moved
     value["upstream_parse_errors"] = [
         {**err.as_fact(), "rev": resolver.tree.rev}
         for resolver in (here, there) if resolver is not None for err in resolver.errors.values()]

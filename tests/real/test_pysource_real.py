@@ -136,6 +136,7 @@ def test_changed_upstream_files_the_plugin_depends_on(imports: dict[str, Any], v
     # Every module still exists at v0.27.0, so nothing is missing there.
     later = module_files(vllm_repo, "v0.27.0")
     assert all(file_of(r["module"], later) for r in v["imports"]) and v["missing_at_compare"] == []
+    assert v["moved_at_compare"] == []
     assert all(r["target"]["compare"]["found"] for r in v["imports"])
 
 
