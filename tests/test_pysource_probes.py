@@ -128,6 +128,8 @@ from .open_star import *
     "up/guarded.py": "try:\n    from up.core import Engine as Fast\nexcept ImportError:\n    Fast = None\n",
     "up/ns/mod.py": "X = 1\n",
     "up/nolazy.py": 'NAMES = {"X": "up.core:Engine"}\n',  # a string map no __getattr__ reads
+    "up/selfimp/__init__.py": "from . import child\nfrom .child import thing\nfrom . import absent\n",
+    "up/selfimp/child.py": "thing = 1\n",
 }
 DEPTH = MAX_HOPS + 2  # a chain one module longer than the bound, plus the defining module
 for _i in range(DEPTH):
@@ -410,6 +412,10 @@ def resolve_one(tmp_path: Path, upstream: GitRepo, line: str, rev: str = "v1") -
     ("from up import LazyThing", ("class", "up/lazy_impl.py", None)),  # "module": the same name there
     ("from up import lazy_mod", ("module", "up/lazy_impl.py", None)),  # ... else the module itself
     ("from up.nolazy import X", (None, None, "not_defined")),
+    # `from . import child` in a package's __init__ binds the submodule, not a cycle
+    ("from up.selfimp import child", ("module", "up/selfimp/child.py", None)),
+    ("from up.selfimp import thing", ("assignment", "up/selfimp/child.py", None)),
+    ("from up.selfimp import absent", ("import", "up/selfimp/__init__.py", None)),
     ("from up import util_alias", ("module", "up/util.py", None)),
     # try/except ImportError: the first conditional binding (the import) stands
     ("from up.guarded import Fast", ("class", "up/core.py", None)),

@@ -72,7 +72,7 @@ class Target:
 
     def as_fact(self) -> dict[str, Any]:
         return {"found": self.found, "module_file": self.module_file, "defining_file": self.defining_file,
-                "line": self.line, "kind": self.kind, "chain": self.chain, "reason": self.reason}
+                "line": self.line, "kind": self.kind, "chain": list(self.chain), "reason": self.reason}
 
     def files(self) -> Iterator[str]:
         if self.module_file:
@@ -205,6 +205,12 @@ class Resolver:
             return here
         if not self.has_package(b.source):  # leads out of this tree (stdlib, a dependency)
             return here
+        if b.source == info.module and b.source_name is not None:
+            # `from . import x` in a package's __init__ binds its submodule x (asking the package
+            # itself for x again would be a cycle)
+            if not self.namer.file_of(f"{b.source}.{b.source_name}")[0]:
+                return here
+            return self._submodule(b.source, b.source_name, info.path, chain)
         if b.source_name is None:
             followed = self._module(b.source, chain)
         else:
