@@ -44,6 +44,9 @@ def locked_folder(folder: Path, *, code: str, fix: str) -> Iterator[None]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write here: this path (or one above it) is a file, not a folder; {fix}",
+                         code=code, location=Location(str(folder))) from None
     except OSError as exc:
         raise _fail("to this folder", folder, exc, code, fix) from None
     try:

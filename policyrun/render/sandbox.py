@@ -244,7 +244,7 @@ _GROWING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
 
 
 def _check_str_method(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    if name in ("translate", "format_map", "encode"):
+    if name in ("translate", "encode"):
         raise TemplateLimit(f"str.{name}() is not allowed in report templates")
     if name in _GROWING_METHODS and args and isinstance(args[0], int):
         _check_length(args[0], text)
