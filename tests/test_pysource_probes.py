@@ -145,9 +145,8 @@ def probe(kind: str, base: Path, **params: Any) -> Any:
     return value
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> GitRepo:
-    repo = init_repo(tmp_path / "up")
+def build_upstream(path: Path) -> GitRepo:
+    repo = init_repo(path)
     for rel, text in UP_FILES.items():
         repo.write(rel, text)
     repo.commit("v1")
@@ -160,6 +159,17 @@ def upstream(tmp_path: Path) -> GitRepo:
     repo.commit("v2")
     repo.git("tag", "v2")
     return repo
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """Shared by the tests that only read it; tests that change it use `own_upstream`."""
+    return build_upstream(tmp_path_factory.mktemp("shared") / "up")
+
+
+@pytest.fixture
+def own_upstream(tmp_path: Path) -> GitRepo:
+    return build_upstream(tmp_path / "up")
 
 
 @pytest.fixture
@@ -453,7 +463,9 @@ def test_upstream_parse_errors_are_reported(tmp_path: Path, upstream: GitRepo) -
 
 
 def test_compare_rev_reports_removed_and_moved_names(plugin: GitRepo, upstream: GitRepo) -> None:
+    before = snapshot(upstream)
     v = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    assert snapshot(upstream) == before  # the upstream repository is only read
     assert v["missing_at_compare"] == [
         {"site": "plug/main.py:8", "module": "up.util", "name": None, "reason": "no_module"},
         {"site": "plug/main.py:13", "module": "up", "name": "util", "reason": "not_defined"},
@@ -478,7 +490,8 @@ def test_moved_definitions_at_compare_rev(tmp_path: Path, upstream: GitRepo) -> 
     assert v["missing_at_compare"] == []
 
 
-def test_upstream_working_tree_without_rev(plugin: GitRepo, upstream: GitRepo) -> None:
+def test_upstream_working_tree_without_rev(plugin: GitRepo, own_upstream: GitRepo) -> None:
+    upstream = own_upstream
     upstream.write("up/config/compilation.py", "class Other:\n    pass\n")  # uncommitted: CUDAGraphMode gone
     v = resolved(plugin, upstream)
     assert target(v, 10)["found"] is False and v["upstream"]["rev"] is None
@@ -487,7 +500,8 @@ def test_upstream_working_tree_without_rev(plugin: GitRepo, upstream: GitRepo) -
 
 # --- python.symbols ---------------------------------------------------------------------------
 
-def test_symbols_signatures_and_changes(upstream: GitRepo) -> None:
+def test_symbols_signatures_and_changes(own_upstream: GitRepo) -> None:
+    upstream = own_upstream
     upstream.write("up/config/compilation.py", "class CUDAGraphMode(\n    object,\n):\n    pass\n\n\nclass Other:\n"
                                                "    pass\n")
     upstream.commit("v3: reformat a class header only")
@@ -702,3 +716,66 @@ def test_fact_schemas_type_every_field(kind: str) -> None:
     assert _untyped(p.fact_schema, "facts") == []
     jsonschema.Draft202012Validator.check_schema(p.params_schema)
     jsonschema.Draft202012Validator.check_schema(p.fact_schema)
+
+
+# --- through a rulebook -----------------------------------------------------------------------
+
+RULEBOOK = """\
+policyrun: 1
+name: python-source
+inputs:
+  plugin: {type: path}
+  upstream: {type: path}
+modes:
+  plan: {phases: [IMPACT]}
+probes:
+  imp:
+    uses: python.imports
+    with: {root: "${inputs.plugin}", packages: [up], exclude: ["tests/**"],
+           resolve: {path: "${inputs.upstream}", rev: v1, compare_rev: v2}}
+  diff: {uses: git.diff, with: {path: "${inputs.upstream}", base: v1, head: v2}}
+  sym:
+    uses: python.symbols
+    with: {path: "${inputs.upstream}", rev: v1, compare_rev: v2, symbols: [up.Engine.run]}
+  consts:
+    uses: python.constants
+    with: {root: "${inputs.plugin}", names: [thing], references: true}
+phases:
+  - id: IMPACT
+    evidence:
+      - id: parsed
+        check: facts.imp.files_scanned == 4 && size(facts.imp.parse_errors) == 0
+      - id: impact_rows
+        check: >-
+          facts.diff.files.filter(d, d.path in facts.imp.by_upstream_file
+            || (d.old_path != null && d.old_path in facts.imp.by_upstream_file)).map(d, d.path)
+          == ['up/__init__.py', 'up/core.py', 'up/utils.py']
+      - id: consumers
+        check: facts.imp.by_upstream_file['up/layers/fused_moe/__init__.py'] == ['plug/main.py:14']
+      - id: removed
+        check: facts.imp.missing_at_compare.map(m, m.site).exists(s, s == 'plug/main.py:22')
+      - id: submodule
+        check: facts.imp.imports.exists(r, has(r.target) && r.target.kind == 'module' && r.name == 'fused_moe')
+      - id: patch_signature
+        check: facts.sym.by_name['up.Engine.run'].signature_changed && facts.sym.changed == ['up.Engine.run']
+      - id: constant
+        check: facts.consts.by_name['thing'][0].value == 1 && size(facts.consts.references) == 0
+"""
+
+
+def test_facts_read_by_a_rulebook(plugin: GitRepo, upstream: GitRepo, tmp_path: Path) -> None:
+    import json
+
+    from policyrun.cli import main
+
+    rulebook = tmp_path / "rb.yaml"
+    rulebook.write_text(RULEBOOK)
+    assert main(["lint", str(rulebook)]) == 0
+    out = tmp_path / "out"
+    rc = main(["evaluate", str(rulebook), "--mode", "plan", "--set", f"plugin={plugin.path}",
+               "--set", f"upstream={upstream.path}", "--out", str(out)])
+    trace = json.loads((out / "trace.json").read_text())
+    results = {e["id"]: e["result"] for p in trace["phases"] for e in p.get("evidence", [])}
+    assert rc == 0, results
+    assert trace["phases"][0]["status"] == "PASS"
+    assert len(results) == 7 and set(results.values()) == {"SATISFIED"}
