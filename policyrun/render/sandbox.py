@@ -95,15 +95,16 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
-                    _check_length(len(seq) * max(n, 0), seq)
+                    _check_length(weight(seq) * max(n, 0), seq)
             if isinstance(left, int) and isinstance(right, int):
                 _check_bits(abs(left).bit_length() + abs(right).bit_length())
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
             _check_bits(abs(left).bit_length() * right if abs(left) > 1 else 1)
         elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
-            _check_length(len(left) + len(right), left)
+            _check_length(weight(left) + weight(right), left)
         elif operator == "%" and isinstance(left, str):
             check_percent_format(left)
+            _check_length(len(left) + weight(right), left)
         return self.checked_value(self.binop_table[operator](left, right))
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
@@ -203,9 +204,34 @@ class _BoundedNamespace(Namespace):
 
 def check_size(value: Any) -> None:
     if isinstance(value, (str, list, tuple, dict)):
-        _check_length(len(value), value)
+        _check_length(weight(value), value)
     elif isinstance(value, int) and not isinstance(value, bool):
         _check_bits(abs(value).bit_length())
+
+
+def weight(value: Any) -> int:
+    """About how many characters `value` prints as: lengths of strings plus one per item, through
+    nested lists and dicts (a list of 1,000 references to one long string weighs 1,000 strings).
+    Stops counting just past the bound; shared values are measured once."""
+    cap = limits.TEMPLATE_VALUE_ITEMS
+    memo: dict[int, int] = {}
+
+    def measure(item: Any) -> int:
+        if isinstance(item, str):
+            return len(item)
+        if not isinstance(item, (list, tuple, dict)):
+            return 1
+        key = id(item)
+        if key not in memo:
+            total = len(item)
+            for child in (item.items() if isinstance(item, dict) else item):
+                total += measure(child)
+                if total > cap:
+                    break
+            memo[key] = total
+        return memo[key]
+
+    return measure(value)
 
 
 def _check_length(n: int, like: Any) -> None:
