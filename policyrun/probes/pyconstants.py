@@ -230,7 +230,7 @@ _REFERENCE = object_schema("One read of a constant.", {
     "name": {"type": "string", "description": "The constant's name where it is defined."},
     "local": {"type": "string", "description": "How this file spells it (an import alias, `mod.NAME`)."},
     "constant": {"type": "string", "description": "Site of the constant's definition."},
-    "context": {"enum": list(CONTEXTS), "description": "compare, call_arg, call_receiver, format or other."},
+    "context": {"type": "string", "enum": list(CONTEXTS), "description": "compare, call_arg, call_receiver, format or other."},
     "callee": {"type": ["string", "null"], "description": "The call it is an argument or receiver of "
                                                           "(`version_text.startswith`)."},
     "method": {"type": ["string", "null"], "description": "Last name of callee (`startswith`)."},

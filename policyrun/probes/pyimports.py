@@ -139,7 +139,7 @@ _TARGET_PROPS: dict[str, Any] = {
     "defining_file": {"type": ["string", "null"], "description": "File that defines the name (the submodule's "
                                                                  "file for a submodule)."},
     "line": {"type": ["integer", "null"], "description": "Line of the definition in defining_file."},
-    "kind": {"enum": [*DEFINITION_KINDS, None], "description": "What the name is: `module`, `class`, `function`, "
+    "kind": {"type": ["string", "null"], "enum": [*DEFINITION_KINDS, None], "description": "What the name is: `module`, `class`, `function`, "
              "`assignment`; `import` / `lazy` when it is bound by an import or a lazy map leading out of the "
              "upstream tree."},
     "chain": {"type": "array", "items": {"type": "string"},
@@ -161,7 +161,7 @@ _ROW = object_schema("One imported name.", {
     "name": {"type": ["string", "null"], "description": "Imported name (`*` for a star import); null for "
                                                        "`import a.b` and dynamic imports."},
     "alias": {"type": ["string", "null"], "description": "The `as` name."},
-    "form": {"enum": ["import", "from", "dynamic"], "description": "`import a`, `from a import b`, or a literal "
+    "form": {"type": "string", "enum": ["import", "from", "dynamic"], "description": "`import a`, `from a import b`, or a literal "
                                                                   "`importlib.import_module(...)`/`__import__(...)`."},
     "relative": {"type": "boolean", "description": "Written relative (`from . import x`)."},
     "type_checking": {"type": "boolean", "description": "Under `if TYPE_CHECKING:` (not run at runtime)."},

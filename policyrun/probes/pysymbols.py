@@ -136,7 +136,7 @@ _SYMBOL_PROPS: dict[str, Any] = {
     "found": {"type": "boolean"},
     "file": {"type": ["string", "null"], "description": "Defining file (relative to path)."},
     "line": {"type": ["integer", "null"], "description": "Line of the `def`/`class` (not its decorators)."},
-    "kind": {"enum": [*SYMBOL_KINDS, None]},
+    "kind": {"type": ["string", "null"], "enum": [*SYMBOL_KINDS, None]},
     "signature": {"type": ["string", "null"], "description": "`(params) -> return` of a function or method, "
                                                             "`(bases)` of a class, normalised by ast.unparse."},
     "decorators": {"type": "array", "items": {"type": "string"}},
