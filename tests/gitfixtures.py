@@ -101,7 +101,17 @@ class RepoSnapshot:
     refs: str
     index_sha256: str
     index_mtime_ns: int
-    git_files: frozenset[tuple[str, int]]
+    git_files: frozenset[tuple[str, int, int, str]]  # every file under .git: path, size, mtime_ns, sha256
+
+
+def git_dir_files(git_dir: Path) -> frozenset[tuple[str, int, int, str]]:
+    """(path, size, mtime_ns, sha256) of every regular file under a git directory (links not followed)."""
+    out = set()
+    for p in git_dir.rglob("*"):
+        st = p.lstat()
+        if p.is_file() and not p.is_symlink():
+            out.add((str(p.relative_to(git_dir)), st.st_size, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()))
+    return frozenset(out)
 
 
 def snapshot(repo: GitRepo) -> RepoSnapshot:
@@ -109,7 +119,7 @@ def snapshot(repo: GitRepo) -> RepoSnapshot:
     index = git_dir / "index"
     # Read the index stats before running status ourselves (GIT_OPTIONAL_LOCKS=0 keeps status from writing).
     data, mtime = index.read_bytes(), index.stat().st_mtime_ns
-    files = frozenset((str(p.relative_to(git_dir)), p.stat().st_mtime_ns) for p in git_dir.rglob("*") if p.is_file())
+    files = git_dir_files(git_dir)
     env_status = subprocess.run(["git", "status", "--porcelain"], cwd=repo.path, capture_output=True, text=True,
                                 env={**os.environ, **BASE_ENV, "GIT_OPTIONAL_LOCKS": "0"}).stdout
     return RepoSnapshot(status=env_status, head=repo.sha("HEAD"), refs=repo.git("for-each-ref"),

@@ -104,12 +104,16 @@ def test_search_a_revision(tmp_path: Path) -> None:
     assert sub["counts"] == {"keep.py": 1}
 
 
-def test_python_semantics_when_pcre_cannot_compile(repo: GitRepo) -> None:
-    # PCRE2 has no \N{name}; git grep fails to compile it and the probe scans in Python instead.
-    v = search(repo.path, pattern=r"'\N{LATIN SMALL LETTER E WITH ACUTE} (vllm)")
-    assert v["counts"] == {"src/é.py": 1} and v["hits"][0]["column"] == 5
-    at_rev = search(repo.path / "src", pattern=r"\N{LATIN SMALL LETTER E WITH ACUTE} vllm", rev="HEAD")
+def test_patterns_are_re2(repo: GitRepo) -> None:
+    # RE2 syntax, as in CEL's matches(): named groups both ways, classes, \b, (?i); columns in characters.
+    v = search(repo.path, pattern=r"(?i)'\x{e9} (?P<pkg>VLLM)")
+    assert v["counts"] == {"src/é.py": 1} and v["hits"][0]["column"] == 5 and v["distinct"] == ["vllm"]
+    at_rev = search(repo.path / "src", pattern=r"\x{e9} vllm", rev="HEAD")
     assert at_rev["counts"] == {"é.py": 1}
+    # A match never crosses a line break, whatever the pattern says.
+    assert search(repo.path, pattern=r"vllm==0\.6\.3\s+torch")["total"] == 0
+    assert search(repo.path, pattern=r"(?s)gpu.vllm")["total"] == 0
+    assert search(repo.path, pattern=r"^torch==(\S+)$")["distinct"] == ["2.4"]
 
 
 def test_max_hits_keeps_counts_complete(repo: GitRepo) -> None:
@@ -134,6 +138,8 @@ def test_errors(repo: GitRepo, tmp_path: Path) -> None:
 
     bad = err(repo.path, pattern="vllm==(")
     assert bad.code == "search.invalid_pattern" and "vllm==(" in bad.message
+    behind = err(repo.path, pattern=r"(?<![0-9.])0\.6\.3")
+    assert behind.code == "search.invalid_pattern" and "RE2" in behind.message and "lookbehind" in behind.message
     assert err(repo.path, pattern="(a)", group="ver").code == "search.invalid_pattern"
     assert err(tmp_path / "missing", pattern="x").code == "file.not_found"
     (tmp_path / "plain").mkdir()

@@ -100,10 +100,10 @@ def test_current_interpreter(tmp_path: Path) -> None:
 
 
 def test_fake_torch_and_vllm_without_cuda_init(tmp_path: Path) -> None:
-    site = stack_site.write_site(tmp_path / "site")
     marker = tmp_path / "cuda-init.log"
-    env = {"PYTHONPATH": str(site), "FAKE_TORCH_INIT_MARKER": str(marker), "CUDA_VISIBLE_DEVICES": "0,1"}
-    v = _stack(tmp_path, env).value
+    site = stack_site.write_site(tmp_path / "site", marker)
+    python = stack_site.make_venv(tmp_path / "venv", site)
+    v = _stack(tmp_path, {"CUDA_VISIBLE_DEVICES": "0,1"}, python=str(python)).value
     t = v["torch"]
     assert t["version"] == "2.7.1+cu128" and t["cuda"] == "12.8" and t["cxx11_abi"] is True
     assert (t["cudnn"], t["cudnn_version_int"], t["nccl"]) == ("9.7.1", 90701, "2.26.2")
@@ -124,10 +124,10 @@ def test_fake_torch_and_vllm_without_cuda_init(tmp_path: Path) -> None:
 
 
 def test_fake_torch_with_init_cuda(tmp_path: Path) -> None:
-    site = stack_site.write_site(tmp_path / "site")
     marker = tmp_path / "cuda-init.log"
-    env = {"PYTHONPATH": str(site), "FAKE_TORCH_INIT_MARKER": str(marker)}
-    v = _stack(tmp_path, env, init_cuda=True, pip_check=False).value
+    site = stack_site.write_site(tmp_path / "site", marker)
+    python = stack_site.make_venv(tmp_path / "venv", site, with_pip=False)
+    v = _stack(tmp_path, python=str(python), init_cuda=True, pip_check=False).value
     assert v["init_cuda"] is True and v["pip_check"] is None
     assert v["cuda"] == {"available": True, "device_count": 2, "arch_list": ["sm_80", "sm_90", "sm_100"],
                          "devices": [{"index": 0, "name": "NVIDIA H200", "capability": "9.0"},
@@ -140,7 +140,8 @@ def test_broken_torch_import_is_a_finding(tmp_path: Path) -> None:
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text(
         "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
-    v = _stack(tmp_path, {"PYTHONPATH": str(site)}, pip_check=False).value
+    python = stack_site.make_venv(tmp_path / "venv", site, with_pip=False)
+    v = _stack(tmp_path, python=str(python), pip_check=False).value
     assert v["torch"] is None and "torch" not in v["missing"]
     assert v["import_errors"]["torch"].startswith("OSError: libcudnn.so.9")
 
@@ -166,15 +167,19 @@ def _python39() -> str | None:
 
 @pytest.mark.skipif(_python39() is None, reason="no Python 3.9 interpreter here")
 def test_runs_on_python39(tmp_path: Path) -> None:
+    import subprocess
+
     site = stack_site.write_site(tmp_path / "site")
-    v = _stack(tmp_path, {"PYTHONPATH": str(site)}, python=_python39() or "", pip_check=False).value
+    subprocess.run([_python39() or "", "-m", "venv", "--without-pip", str(tmp_path / "venv39")], check=True)
+    (tmp_path / "venv39" / "lib" / "python3.9" / "site-packages" / "site.pth").write_text(f"{site}\n")
+    v = _stack(tmp_path, python=str(tmp_path / "venv39" / "bin" / "python"), pip_check=False).value
     assert v["python"]["version"].startswith("3.9.")
     assert v["torch"]["nccl"] == "2.26.2" and v["vllm"]["commit"] == "0123abcd"
 
 
 def _recorded_interpreter(tmp_path: Path, recorded: Path = RECORDED) -> Path:
     return _exe(tmp_path / "python-h200", f"""
-if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
+if [ "$1 $2 $3 $4" = "-I -B -m pip" ]; then
   echo "vllm 0.10.1.dev412+g5bc1ad6ce.cu128 has requirement torch==2.7.0, but you have torch 2.7.1+cu128."
   exit 1
 fi

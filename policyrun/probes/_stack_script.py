@@ -10,25 +10,28 @@ stdout is reserved for the result: file descriptor 1 is pointed at stderr while 
 
 Without init_cuda nothing here touches a GPU: versions come from the libraries' version calls,
 the arch list from the compile-time flags, and vLLM is located and hashed without importing it.
+
+policyrun runs it with `-I` from an empty directory, so neither the directory under audit nor
+PYTHONPATH is on sys.path. The path is cleaned again below before any other import, in case
+someone runs the script by hand: a `json.py` or a `vllm/` checkout in the working directory must
+not be what gets imported.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import platform
+import os  # already loaded by the interpreter's startup, like sys: nothing is looked up on sys.path
 import sys
-import traceback
-from typing import Any, Callable, Optional
 
 if sys.path and sys.path[0] in ("", os.getcwd()):
-    # `-c` puts the working directory first; a source checkout there (a vllm/ folder) must not
-    # shadow what the interpreter has installed, which is what this script reports.
     del sys.path[0]
 
+import hashlib  # noqa: E402
 import importlib.metadata as metadata  # noqa: E402
 import importlib.util  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any, Callable, Optional  # noqa: E402
 
 
 def _error_text(exc: BaseException) -> str:

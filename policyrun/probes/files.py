@@ -17,8 +17,12 @@ from typing import Any
 
 from policyrun.errors import PolicyrunError
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import Skipped, read_regular
 
 FORMATS = ("yaml", "json", "toml")
+# Documents, pins and source files a probe parses whole. A larger file is `file.too_large`; a FIFO
+# or device is never opened (it would block, or never end).
+DOCUMENT_BYTES = 16 * 1024 * 1024
 _BY_SUFFIX = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 _MAX_PROBLEMS = 20  # listed in the error message; the count says how many more
 
@@ -42,16 +46,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def read_file(path: Path, shown: str, limit: int = DOCUMENT_BYTES, param: str = "path") -> bytes:
+    """A named regular file's bytes (links followed: the rulebook named it), as ProbeErrors otherwise."""
+    try:
+        data = read_regular(path, limit)
+    except OSError as exc:
+        raise ProbeError("file.unreadable", f"{shown}: {exc.strerror or exc}") from None
+    if isinstance(data, Skipped):
+        if data.reason == "missing":
+            raise ProbeError("file.not_found", f"{shown} does not exist; check the {param} parameter")
+        if data.reason == "too_large":
+            raise ProbeError("file.too_large", f"{shown} is {data.size} bytes, over the {limit}-byte limit for "
+                                               "files policyrun parses")
+        raise ProbeError("file.unreadable", f"{shown} is not a regular file ({data.reason}); policyrun reads "
+                                            "only regular files")
+    return data
+
+
 def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
     """(document, YAML source map or None, raw bytes). Errors are ProbeErrors with a location."""
     from policyrun.yamlsource import load_yaml_text
 
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ProbeError("file.not_found", f"{shown} does not exist; check the path parameter") from None
-    except OSError as exc:
-        raise ProbeError("file.unreadable", f"{shown}: {exc.strerror}") from None
+    data = read_file(path, shown)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -1,10 +1,13 @@
 """Repository probes: state, refs, ancestry, diffs, first-parent logs, files at a revision, worktrees.
 
-Strictly read-only. Every git command runs with `GIT_OPTIONAL_LOCKS=0` (so `git status` does not
-refresh and rewrite `.git/index`), never fetches, never takes a lock, and ignores `GIT_DIR`-style
-variables inherited from a hook so the `path` parameter alone decides which repository is read.
-GitPython finds the repository (worktrees, gitfiles, parent directories) without a subprocess;
-the commands themselves go through `subprocess` so each probe runs as few of them as possible.
+Strictly read-only, and nothing from the repository runs. Every git command runs with
+`GIT_OPTIONAL_LOCKS=0` (so `git status` does not refresh and rewrite `.git/index`), never
+fetches (no transport is allowed, so a partial clone cannot fetch lazily), never takes a lock,
+ignores `GIT_DIR`-style variables inherited from a hook so the `path` parameter alone decides
+which repository is read, and overrides every configuration key that could make it run a
+program: the static ones below, and the filter drivers the repository's configuration declares
+(read with `git config --list`, which runs nothing). docs/security.md lists them and why.
+Commands run through `bounded.run_child`: their own process group, killed at the deadline.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import hashlib
 import os
 import re
 import shlex
-import subprocess
+import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,28 +26,52 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import (ChildOutputTooLarge, ChildResult, ChildTimeout, Skipped, display_path,
+                                      read_regular, run_child)
 
 # Environment for every git command: no optional locks (no index refresh), no prompts, English
-# messages (errors are classified by their text), no pager.
+# messages (errors are classified by their text), no pager, no transport of any kind (an empty
+# allow-list: a partial clone would otherwise fetch missing objects through the repository's
+# remote URL, `ext::` commands and core.sshCommand included), no replace refs (a repository
+# could otherwise substitute what a commit, tree or blob reads as).
 READ_ONLY_ENV = {
     "GIT_OPTIONAL_LOCKS": "0",
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_PAGER": "cat",
     "LC_ALL": "C.UTF-8",
     "LANGUAGE": "",
+    "GIT_ALLOW_PROTOCOL": "",
+    "GIT_NO_LAZY_FETCH": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
 }
-# Config that could make a read start a daemon, run a hook, change output paths or hide ambiguity.
-READ_ONLY_CONFIG = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.warnAmbiguousRefs=true",
-    "-c", "gc.auto=0",
-    "-c", "maintenance.auto=false",
-    "-c", "grep.fullName=false",
-    "-c", "grep.column=false",
-    "-c", "color.ui=false",
+# Configuration overridden on every command, whatever the repository (or an included file) says.
+NEUTRALISED_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),  # a hook program, or a daemon started on demand
+    ("core.hooksPath", os.devnull),  # no hook can be found (none of the commands used runs one anyway)
+    ("core.pager", "cat"),
+    ("log.showSignature", "false"),  # would run gpg.program on every signed commit git log prints
+    ("gpg.program", os.devnull), ("gpg.openpgp.program", os.devnull), ("gpg.x509.program", os.devnull),
+    ("gpg.ssh.program", os.devnull),
+    ("credential.helper", ""),  # an empty value resets the list of helpers
+    ("core.askPass", ""),
+    ("core.sshCommand", os.devnull),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("core.useReplaceRefs", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("core.warnAmbiguousRefs", "true"),
+    ("grep.fullName", "false"),
+    ("grep.column", "false"),
+    ("color.ui", "false"),
 )
-# Inherited GIT_* variables that may stay; the rest (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, ...)
-# would point git at another repository than the one the rulebook names.
+READ_ONLY_CONFIG = tuple(arg for key, value in NEUTRALISED_CONFIG for arg in ("-c", f"{key}={value}"))
+# A filter driver's programs run when git converts a working-tree file (`git status` compares a
+# stale entry's content through its clean filter). Every driver the configuration declares gets
+# these, so no clean, smudge or long-running process filter is ever started.
+FILTER_OVERRIDES = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+# Inherited GIT_* variables that may stay; the rest (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_SSH,
+# GIT_EXTERNAL_DIFF, GIT_TRACE2*, ...) would point git at another repository or run something.
 _KEEP_GIT_ENV = frozenset({
     "GIT_EXEC_PATH", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
     "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_SSL_CAINFO", "GIT_ASKPASS",
@@ -51,6 +80,9 @@ _KEEP_GIT_ENV = frozenset({
 _REV_PATTERN = r"^[^-\s][^\s]*$"  # no leading '-': a rev must never be read as an option
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+INDEX_FILE_BYTES = 1 << 30  # a copy of .git/index (split index) larger than this is refused
+# Commands that load the index (and so, in a split-index repository, freshen the shared index).
+INDEX_COMMANDS = frozenset({"status", "ls-files", "diff-files", "diff-index", "grep", "check-attr", "check-ignore"})
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -59,6 +91,44 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env.update(extra or {})
     env.update(READ_ONLY_ENV)
     return env
+
+
+def with_config(env: Mapping[str, str], pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """`env` plus `pairs` as GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n, after any inherited ones (later wins).
+
+    The environment carries keys and values separately, so a driver name git would mis-split on
+    the command line (one holding `=`) is still overridden exactly.
+    """
+    out = dict(env)
+    try:
+        count = int(out.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        count = 0
+    for key, value in pairs:
+        out[f"GIT_CONFIG_KEY_{count}"] = key
+        out[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    out["GIT_CONFIG_COUNT"] = str(count)
+    return out
+
+
+def declared_filters(config_listing: bytes) -> list[str]:
+    """Filter driver names declared in `git config -z --list` output (every scope, includes followed)."""
+    names = set()
+    for record in config_listing.split(b"\0"):
+        key = record.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        if key.lower().startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter."):key.rindex(".")])
+    return sorted(names)
+
+
+def _config_value(config_listing: bytes, wanted: str) -> str | None:
+    value = None
+    for record in config_listing.split(b"\0"):
+        key, _, raw = record.partition(b"\n")
+        if key.decode("utf-8", "replace").lower() == wanted:
+            value = raw.decode("utf-8", "replace")
+    return value
 
 
 @dataclass
@@ -72,7 +142,9 @@ class GitRepo:
     deadline: float
     timeout_s: float
     env: dict[str, str]
-    handle: Any  # GitPython's Repo, for reading refs without a subprocess
+    head_sha: str | None = None
+    object_format: str = "sha1"
+    split_index: bool = False  # reading the index would freshen .git/sharedindex.* (see run)
     commands: list[str] = field(default_factory=list)
 
     @property
@@ -80,45 +152,46 @@ class GitRepo:
         return (self.common_dir / "shallow").is_file()
 
     def shallow_commits(self) -> set[str]:
-        try:
-            return set((self.common_dir / "shallow").read_text().split())
-        except OSError:
-            return set()
+        data = read_regular(self.common_dir / "shallow", INDEX_FILE_BYTES) if self.shallow else b""
+        return set(data.decode("ascii", "replace").split()) if isinstance(data, bytes) else set()
 
     @property
     def is_linked_worktree(self) -> bool:
         return self.git_dir != self.common_dir
 
     def head(self) -> str | None:
-        from git.refs.symbolic import SymbolicReference
-
-        try:
-            return str(SymbolicReference.dereference_recursive(self.handle, "HEAD"))
-        except (ValueError, OSError):  # unborn branch or unreadable HEAD
-            return None
+        return self.head_sha
 
     def run(self, args: Sequence[str], *, cwd: Path | None = None, stdin: bytes | None = None,
-            ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
-        from git import Git
-
+            ok: tuple[int, ...] = (0,), reads_index: bool = False) -> ChildResult:
+        """Run one git command; `reads_index` for a command outside INDEX_COMMANDS that loads the index."""
         where = cwd or self.root
         shown = shlex.join(["git", "-C", str(where), *args])
         self.commands.append(shown)
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise self.timeout(shown)
+        argv = [_git_executable(), *READ_ONLY_CONFIG, *args]
         try:
-            proc = subprocess.run([Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *READ_ONLY_CONFIG, *args],
-                                  cwd=where, input=stdin, capture_output=True, env=self.env,
-                                  timeout=remaining, stdin=None if stdin is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
+            if self.split_index and (reads_index or (args and args[0] in INDEX_COMMANDS)):
+                with self._index_overlay() as env:
+                    proc = run_child(argv, cwd=where, env=env, timeout_s=remaining, stdin=stdin)
+            else:
+                proc = run_child(argv, cwd=where, env=self.env, timeout_s=remaining, stdin=stdin)
+        except ChildTimeout:
             raise self.timeout(shown) from None
+        except ChildOutputTooLarge:
+            raise ProbeError("git.failed", f"`{shown}` printed more than policyrun reads from one command",
+                             commands=self.commands) from None
         except OSError as exc:
             raise ProbeError("git.not_installed", f"cannot run git: {exc.strerror}; install git or put it on PATH",
                              commands=self.commands) from None
-        if proc.returncode not in ok:
+        if proc.returncode not in ok or (proc.returncode != 0 and b"dubious ownership" in proc.stderr):
             raise self.error(proc.stderr.decode(errors="replace"), shown)
         return proc
+
+    def _index_overlay(self) -> _IndexOverlay:
+        return _IndexOverlay(self)
 
     def timeout(self, command: str) -> ProbeError:
         return ProbeError("probe.timeout", f"`{command}` did not finish within the probe's {self.timeout_s:g}s; "
@@ -126,44 +199,121 @@ class GitRepo:
 
     def error(self, stderr: str, command: str) -> ProbeError:
         """A failed git command as a ProbeError whose code names the cause."""
-        first = next((ln.strip() for ln in stderr.splitlines() if ln.startswith(("fatal:", "error:"))),
-                     stderr.strip().splitlines()[0] if stderr.strip() else "no message")
-        if "dubious ownership" in stderr:
-            return ProbeError("git.dubious_ownership",
-                              f"git refuses {self.root}: it is owned by another user; if you trust it, run "
-                              f"`git config --global --add safe.directory {self.root}`", commands=self.commands)
-        if "not a git repository" in stderr:
-            return ProbeError("git.not_a_repository", f"{self.root} is not a git repository ({first})",
-                              commands=self.commands)
-        return ProbeError("git.failed", f"`{command}` failed: {first}", commands=self.commands)
+        return git_error(stderr, command, self.root, self.commands)
 
     def result(self, value: Any) -> ProbeResult:
         return ProbeResult(value=value, commands=list(self.commands), repo_path=str(self.root),
                            repo_head=self.head())
 
 
-def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
-    """Find the repository containing `path` (like git does, searching parent directories)."""
+def git_error(stderr: str, command: str, where: Path, commands: list[str]) -> ProbeError:
+    first = next((ln.strip() for ln in stderr.splitlines() if ln.startswith(("fatal:", "error:"))),
+                 stderr.strip().splitlines()[0] if stderr.strip() else "no message")
+    if "dubious ownership" in stderr:
+        # git's own advice, quoted; policyrun never adds a safe.directory exception itself.
+        advice = re.search(r"git config --global --add safe\.directory (\S.*)", stderr)
+        target = advice.group(1).strip() if advice else str(where)
+        return ProbeError("git.dubious_ownership",
+                          f"git refuses {where}: the repository is owned by another user (git: \"{first}\"). "
+                          f"If you trust it, run `git config --global --add safe.directory {target}` "
+                          "(policyrun never bypasses this check)", commands=commands)
+    if "not a git repository" in stderr:
+        return ProbeError("git.not_a_repository", f"{where} is not a git repository ({first})", commands=commands)
+    if "promisor remote" in stderr:
+        return ProbeError("git.missing_object", f"`{command}` needs an object this partial clone of {where} does "
+                                                "not have, and policyrun never fetches; fetch it there first "
+                                                f"(git: \"{first}\")", commands=commands)
+    return ProbeError("git.failed", f"`{command}` failed: {first}", commands=commands)
+
+
+class _IndexOverlay:
+    """A private git directory holding copies of HEAD and the (split) index, for one command.
+
+    Reading a split index makes git bump the mtime of `.git/sharedindex.<sha>` ("freshen" it so
+    it is not expired). git looks for the shared index in the git directory it was given, so it
+    is given this one: `commondir` points objects, refs and config at the real repository, and
+    git freshens the copy. The real `.git` is only read.
+    """
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> dict[str, str]:
+        self.tmp = tempfile.TemporaryDirectory(prefix="policyrun-index-")
+        overlay = Path(self.tmp.name)
+        names = ["HEAD", "index", "config.worktree"]
+        names += [p.name for p in self.repo.git_dir.iterdir() if p.name.startswith("sharedindex.")]
+        for name in names:
+            data = read_regular(self.repo.git_dir / name, INDEX_FILE_BYTES)
+            if isinstance(data, Skipped):
+                if data.reason == "missing":
+                    continue
+                raise ProbeError("git.failed", f"{self.repo.git_dir / name} is not a regular file ({data.reason}); "
+                                               "policyrun does not read it", commands=self.repo.commands)
+            (overlay / name).write_bytes(data)
+        (overlay / "commondir").write_text(str(self.repo.common_dir))
+        return {**self.repo.env, "GIT_DIR": str(overlay), "GIT_WORK_TREE": str(self.repo.root)}
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def _git_executable() -> str:
     try:
-        import git
+        from git import Git  # GitPython found (and checked) the git executable when it was imported
     except ImportError as exc:  # GitPython refuses to import when it cannot run `git --version`
         raise ProbeError("git.not_installed", f"cannot use git: {exc}; install git or put it on PATH") from None
+    return str(Git.GIT_PYTHON_GIT_EXECUTABLE or shutil.which("git") or "git")
 
+
+def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
+    """Find the repository containing `path` (like git does, searching parent directories).
+
+    Discovery is one `git rev-parse`; the configuration is one `git config --list`, which lists
+    every scope (include files followed) and runs nothing. Neither policyrun nor a library reads
+    the repository's configuration files itself: an `include.path` naming /dev/zero or a FIFO
+    then costs a git process the deadline kills, not policyrun's memory.
+    """
     where = ctx.resolve(path)
     if not where.exists():
         raise ProbeError("git.not_a_repository", f"{where} does not exist; check the path parameter")
+    if not where.is_dir():
+        where = where.parent
+    where = where.resolve()
+    probe = GitRepo(root=where, git_dir=where, common_dir=where, bare=False,
+                    deadline=time.monotonic() + ctx.timeout_s, timeout_s=ctx.timeout_s, env=git_env(ctx.env))
+    proc = probe.run(["rev-parse", "--absolute-git-dir", "--git-common-dir", "--is-bare-repository",
+                      "--is-inside-work-tree", "--show-cdup", "HEAD"], cwd=where, ok=(0, 128))
+    lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
+    stderr = proc.stderr.decode(errors="replace")
+    if len(lines) < 4 or not lines[0]:
+        if "not a git repository" in stderr:
+            raise ProbeError("git.not_a_repository",
+                             f"{where} is not inside a git repository; point `path` at a clone",
+                             commands=probe.commands)
+        raise probe.error(stderr, probe.commands[-1])
+    git_dir = Path(lines[0]).resolve()
+    common_dir = (where / lines[1]).resolve()
+    bare = lines[2] == "true"
+    rest = lines[4:]
+    if lines[3] == "true":
+        root = (where / rest[0]).resolve() if rest else where
+        rest = rest[1:]
+    else:
+        root = git_dir if bare or common_dir.name != ".git" else common_dir.parent
+    head = rest[0] if rest and _FULL_SHA.fullmatch(rest[0]) else None
+    probe.root, probe.git_dir, probe.common_dir, probe.bare, probe.head_sha = root, git_dir, common_dir, bare, head
+    listing = probe.run(["config", "-z", "--list"], cwd=where, ok=(0, 1)).stdout
+    probe.env = with_config(probe.env, [(f"filter.{name}.{var}", value) for name in declared_filters(listing)
+                                        for var, value in FILTER_OVERRIDES])
+    probe.object_format = (_config_value(listing, "extensions.objectformat") or "sha1").lower()
     try:
-        handle = git.Repo(where, search_parent_directories=True, expand_vars=False)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise ProbeError("git.not_a_repository",
-                         f"{where} is not inside a git repository; point `path` at a clone") from None
-    git_dir = Path(handle.git_dir).resolve()
-    common_dir = Path(handle.common_dir).resolve()
-    bare = handle.bare
-    root = git_dir if bare or handle.working_tree_dir is None else Path(handle.working_tree_dir).resolve()
-    return GitRepo(root=root, git_dir=git_dir, common_dir=common_dir, bare=bare,
-                   deadline=time.monotonic() + ctx.timeout_s, timeout_s=ctx.timeout_s,
-                   env=git_env(ctx.env), handle=handle)
+        probe.split_index = any(n.startswith("sharedindex.") for n in os.listdir(git_dir))
+    except OSError:
+        probe.split_index = False
+    return probe
 
 
 # --- resolving revisions ------------------------------------------------------------------------
@@ -304,6 +454,11 @@ class RepoProbe(GitProbe):
         clean=_prop("boolean", "No dirty and no untracked paths."),
         is_worktree=_prop("boolean", "A linked worktree (`git worktree add`), not the main one."),
         bare=_prop("boolean", "A bare repository."), shallow=_prop("boolean", "A shallow clone."),
+        assume_unchanged=PATHS | {"description": "Index entries flagged assume-unchanged (their content on "
+                                                 "disk is compared by hash, not trusted)."},
+        skip_worktree=PATHS | {"description": "Index entries flagged skip-worktree (compared by hash when "
+                                              "present on disk; absent ones are a sparse checkout)."},
+        submodules=PATHS | {"description": "Populated submodules, each inspected as a repository of its own."},
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
@@ -311,25 +466,129 @@ class RepoProbe(GitProbe):
             "path": str(repo.root), "branch": None, "head": None, "detached": False, "unborn": False,
             "upstream": None, "ahead": None, "behind": None, "dirty": [], "staged": [], "conflicted": [],
             "untracked": [], "clean": True, "is_worktree": repo.is_linked_worktree, "bare": repo.bare,
-            "shallow": repo.shallow,
+            "shallow": repo.shallow, "assume_unchanged": [], "skip_worktree": [], "submodules": [],
         }
         if repo.bare:
             head = repo.head()
             value.update(head=head, unborn=head is None, branch=_current_branch(repo))
             value["detached"] = value["branch"] is None and head is not None
             return value
-        proc = repo.run(["status", "--porcelain=v2", "-z", "--branch",
-                         f"--untracked-files={params.get('untracked', 'normal')}"])
-        _parse_status(proc.stdout.decode(errors="surrogateescape"), value)
+        _worktree_state(repo, params.get("untracked", "normal"), value, depth=0)
         value["clean"] = not value["dirty"] and not value["untracked"]
         return value
 
 
-def _current_branch(repo: GitRepo) -> str | None:
+MAX_SUBMODULE_DEPTH = 8
+
+
+def _worktree_state(repo: GitRepo, untracked: str, value: dict[str, Any], depth: int) -> None:
+    # --ignore-submodules=dirty: git compares each submodule's HEAD with the recorded commit but
+    # does not run `git status` inside it (that child would read the submodule's own
+    # configuration, whose filter drivers were not neutralised); policyrun inspects each
+    # populated submodule itself below. On the command line it also overrides a repository's
+    # `submodule.<name>.ignore = all`, which would hide even a moved submodule.
+    proc = repo.run(["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=dirty",
+                     f"--untracked-files={untracked}"])
+    _parse_status(proc.stdout.decode("utf-8", "backslashreplace"), value)
+    entries = repo.run(["ls-files", "-z", "--stage", "-v", "--full-name"]).stdout
+    dirty = set(value["dirty"])
+    for record in entries.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        tag, mode, oid, _stage = meta.decode("ascii", "replace").split(" ")
+        path = display_path(raw_path)
+        if mode == "160000":
+            populated = _populated(repo, raw_path)
+            if populated and "submodules" in value:
+                value["submodules"].append(path)
+            if populated and depth < MAX_SUBMODULE_DEPTH and _submodule_changed(repo, raw_path, depth):
+                dirty.add(path)
+            continue
+        assume, skip = tag.islower(), tag.upper() == "S"
+        if not (assume or skip):
+            continue
+        value["assume_unchanged" if assume else "skip_worktree"].append(path)
+        if skip and not assume and not os.path.lexists(repo.root / os.fsdecode(raw_path)):
+            continue  # a sparse checkout leaves skip-worktree files out on purpose
+        if not _matches_index(repo, raw_path, mode, oid):
+            dirty.add(path)
+    value["dirty"] = sorted(dirty)
+
+
+def _populated(repo: GitRepo, raw_path: bytes) -> bool:
+    """Whether a submodule is checked out (a directory, not a link, holding a `.git`)."""
+    where = repo.root / os.fsdecode(raw_path)
+    return not os.path.islink(where) and os.path.isdir(where) and os.path.lexists(where / ".git")
+
+
+def _submodule_changed(repo: GitRepo, raw_path: bytes, depth: int) -> bool:
+    """Whether a populated submodule has changes or untracked files of its own (recursively)."""
+    where = repo.root / os.fsdecode(raw_path)
+    remaining = max(repo.deadline - time.monotonic(), 0.001)
+    sub = open_repo(str(where), ProbeContext(base_dir=repo.root, timeout_s=remaining,
+                                             env=_inherited(repo.env)))
+    sub.commands = repo.commands  # one provenance log for the whole probe
+    if sub.root != where.resolve():
+        return False  # the directory is not a repository of its own
+    value: dict[str, Any] = {"dirty": [], "staged": [], "conflicted": [], "untracked": [],
+                             "assume_unchanged": [], "skip_worktree": []}
+    _worktree_state(sub, "normal", value, depth + 1)
+    return bool(value["dirty"] or value["untracked"])
+
+
+def _inherited(env: Mapping[str, str]) -> dict[str, str]:
+    """What a nested repository's commands start from: our environment minus this repository's overrides."""
+    return {k: v for k, v in env.items() if not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+            and k != "GIT_CONFIG_COUNT" and k not in READ_ONLY_ENV}
+
+
+def _matches_index(repo: GitRepo, raw_path: bytes, mode: str, oid: str) -> bool:
+    """Whether the file on disk hashes to the blob the index records (no filter runs: raw bytes)."""
+    full = repo.root / os.fsdecode(raw_path)
     try:
-        head = (repo.git_dir / "HEAD").read_text().strip()
+        st = os.lstat(full)
+        if stat.S_ISLNK(st.st_mode):
+            if mode != "120000":
+                return False
+            data = os.fsencode(os.readlink(full))
+        elif stat.S_ISREG(st.st_mode) and mode in ("100644", "100755"):
+            return _blob_hash_of_file(repo, full, st.st_size) == oid
+        else:
+            return False
     except OSError:
+        return False  # deleted, or unreadable: not provably unchanged
+    return _blob_hash(repo.object_format, data) == oid
+
+
+def _blob_hash(object_format: str, data: bytes) -> str:
+    h = hashlib.new("sha256" if object_format == "sha256" else "sha1")
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def _blob_hash_of_file(repo: GitRepo, full: Path, size: int) -> str | None:
+    h = hashlib.new("sha256" if repo.object_format == "sha256" else "sha1")
+    h.update(b"blob %d\0" % size)
+    read = 0
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb", closefd=True) as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        while chunk := f.read(1 << 20):
+            read += len(chunk)
+            h.update(chunk)
+            if time.monotonic() > repo.deadline:
+                raise repo.timeout(f"hashing {full}")
+    return h.hexdigest() if read == size else None
+
+
+def _current_branch(repo: GitRepo) -> str | None:
+    data = read_regular(repo.git_dir / "HEAD", 1 << 16)
+    if not isinstance(data, bytes):
         return None
+    head = data.decode("utf-8", "backslashreplace").strip()
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
@@ -492,7 +751,7 @@ class DiffProbe(GitProbe):
 
 def parse_raw_numstat(out: bytes) -> list[dict[str, Any]]:
     """Parse `git diff --raw --numstat -z`: the raw records, then numstat records in the same order."""
-    tokens = out.decode(errors="surrogateescape").split("\0")
+    tokens = out.decode("utf-8", "backslashreplace").split("\0")
     files: list[dict[str, Any]] = []
     stats: list[tuple[int | None, int | None]] = []
     i = 0
@@ -641,7 +900,7 @@ class WorktreesProbe(GitProbe):
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
         proc = repo.run(["worktree", "list", "--porcelain"])
         out: list[dict[str, Any]] = []
-        for block in proc.stdout.decode(errors="surrogateescape").split("\n\n"):
+        for block in proc.stdout.decode("utf-8", "backslashreplace").split("\n\n"):
             lines = [ln for ln in block.splitlines() if ln]
             if not lines:
                 continue

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.files import read_file
 
 DEFAULT_FILES = ("pyproject.toml", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
                  "uv.lock", "poetry.lock")
@@ -77,10 +78,14 @@ class _LineFinder:
         return self.find(re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*="))
 
 
+def _text(path: Path, rel: str) -> str:
+    return read_file(path, rel).decode("utf-8")
+
+
 def _load_toml(path: Path, rel: str) -> tuple[dict[str, Any], str]:
     import tomllib
 
-    text = path.read_text(encoding="utf-8")
+    text = _text(path, rel)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
@@ -132,7 +137,7 @@ def pyproject_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
 def requirements_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
     logical: list[tuple[int, str]] = []
     start, buf = 0, ""
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(_text(path, rel).splitlines(), start=1):
         if not buf:
             start = number
         if raw.endswith("\\"):
@@ -211,6 +216,11 @@ class PackagePinsProbe:
         want = normalize(params["package"])
         files = sorted({p for g in params.get("files", DEFAULT_FILES) for p in root.glob(g) if p.is_file()},
                        key=lambda p: p.as_posix())
+        inside = root.resolve()
+        for path in files:
+            if not path.resolve().is_relative_to(inside):
+                raise ProbeError("file.unreadable", f"{path.relative_to(root).as_posix()} is a symbolic link leading "
+                                                    f"outside {root}; policyrun does not follow links out of the root")
         pins: list[Pin] = []
         for path in files:
             reader = _reader(path.name)
@@ -266,10 +276,8 @@ class ConstantProbe:
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         path, name = ctx.resolve(params["file"]), params["name"]
         try:
-            source = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProbeError("file.not_found", f"{path} does not exist; check the file parameter") from None
-        except (OSError, UnicodeDecodeError) as exc:
+            source = read_file(path, str(path), param="file").decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise ProbeError("file.unreadable", f"{path}: {exc}") from None
         try:
             tree = ast.parse(source, filename=str(path))

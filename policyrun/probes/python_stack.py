@@ -9,6 +9,11 @@ Side effects: none by default. The child runs with CUDA_VISIBLE_DEVICES="" so th
 library that initialises CUDA on import cannot touch a GPU. With `init_cuda: true` the script
 also asks torch for devices and capabilities, which creates a CUDA context: the probe then
 declares `gpu_context`, and a mode must permit it.
+
+Nothing from the directory under audit runs: both children run isolated (`-I`: no PYTHON*
+variables, no user site-packages, no script or working directory on sys.path), without writing
+bytecode (`-B`), in a fresh empty working directory, with an allow-listed environment
+(`bounded.CHILD_ENV_NAMES`), in their own process group, killed at the deadline.
 """
 
 from __future__ import annotations
@@ -18,17 +23,17 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import ChildOutputTooLarge, ChildResult, ChildTimeout, child_env, run_child
 
 DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
 MASK = "***"
@@ -38,6 +43,8 @@ _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECA
 _TOKEN_PREFIX = re.compile(r"^(hf_|ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|sk-|xox[abpr]-|AKIA|ASIA|eyJ)")
 _OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/=_]{24,}")
 _STDERR_TAIL = 2000
+ISOLATED = ("-I", "-B")  # isolated mode (implies -E, -s and, from 3.11, -P); no .pyc written anywhere
+MAX_RESULT_BYTES = 16 * 1024 * 1024  # the script's JSON is a few kB; an interpreter printing more is killed
 
 _PARAMS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -141,60 +148,70 @@ class PythonStackProbe:
         exe = _resolve_python(str(params.get("python") or sys.executable), ctx, env)
         init_cuda = bool(params.get("init_cuda", False))
         deadline = time.monotonic() + ctx.timeout_s
-        child_env = dict(env)
-        if not init_cuda:
-            child_env["CUDA_VISIBLE_DEVICES"] = ""  # belt and braces: no GPU is reachable
-        child_env["PYTHONIOENCODING"] = "utf-8"
+        # CUDA_VISIBLE_DEVICES="" without init_cuda: belt and braces, no GPU is reachable.
+        script_env = child_env(env, **({} if init_cuda else {"CUDA_VISIBLE_DEVICES": ""}))
         args = json.dumps({"init_cuda": init_cuda})
-        shown = f"{shlex.quote(exe)} -c <policyrun/probes/_stack_script.py> {shlex.quote(args)}"
+        shown = f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_stack_script.py> {shlex.quote(args)}"
         commands = [shown]
-        # `pip check` needs nothing from the script: run it alongside, so the probe costs the
-        # slower of the two (usually importing torch), not their sum.
-        pip_pool = ThreadPoolExecutor(max_workers=1) if params.get("pip_check", True) else None
-        pip_future = pip_pool.submit(_pip_check, exe, env, ctx.base_dir, deadline) if pip_pool else None
-        if pip_pool:
-            pip_pool.shutdown(wait=False)
-        try:
-            proc = subprocess.run([exe, "-c", stack_script(), args], capture_output=True, env=child_env,
-                                  cwd=ctx.base_dir, stdin=subprocess.DEVNULL, timeout=ctx.timeout_s)
-        except subprocess.TimeoutExpired:
-            raise ProbeError("python.timeout", f"{exe} did not finish inspecting its stack within "
-                             f"{ctx.timeout_s:g}s; raise the probe's timeout_s", commands=commands) from None
-        except OSError as exc:
-            raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
-                             commands=commands) from None
-        stderr = proc.stderr.decode("utf-8", "replace")
-        if proc.returncode != 0:
-            raise ProbeError("python.script_failed", f"the stack script exited with {proc.returncode} in {exe}: "
-                             f"{_tail(stderr) or '(no stderr)'}", commands=commands)
-        try:
-            value = json.loads(proc.stdout.decode("utf-8", "replace"))
-            if not isinstance(value, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            raise ProbeError("python.script_failed", f"the stack script printed no JSON object in {exe}: "
-                             f"{_tail(stderr) or _tail(proc.stdout.decode('utf-8', 'replace'))}",
-                             commands=commands) from None
-
-        value["interpreter"] = exe
-        value["init_cuda"] = init_cuda
-        if pip_future is not None:
-            commands.append(f"{shlex.quote(exe)} -m pip check")
-            value["pip_check"] = pip_future.result()
-        else:
-            value["pip_check"] = None
+        with tempfile.TemporaryDirectory(prefix="policyrun-stack-") as cwd:
+            # `pip check` needs nothing from the script: run it alongside, so the probe costs the
+            # slower of the two (usually importing torch), not their sum.
+            pip_pool = ThreadPoolExecutor(max_workers=1) if params.get("pip_check", True) else None
+            pip_future = pip_pool.submit(_pip_check, exe, env, cwd, deadline) if pip_pool else None
+            if pip_pool:
+                pip_pool.shutdown(wait=False)
+            try:
+                proc = run_child([exe, *ISOLATED, "-c", stack_script(), args], cwd=cwd, env=script_env,
+                                 timeout_s=ctx.timeout_s, max_stdout=MAX_RESULT_BYTES)
+            except ChildTimeout:
+                raise ProbeError("python.timeout", f"{exe} did not finish inspecting its stack within "
+                                 f"{ctx.timeout_s:g}s; raise the probe's timeout_s", commands=commands) from None
+            except ChildOutputTooLarge:
+                raise ProbeError("python.script_failed", f"{exe} printed more than {MAX_RESULT_BYTES} bytes for "
+                                 "the stack script; it is not the script's output", commands=commands) from None
+            except OSError as exc:
+                raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
+                                 commands=commands) from None
+            value = _script_value(proc, exe, commands)
+            value["interpreter"] = exe
+            value["init_cuda"] = init_cuda
+            if pip_future is not None:
+                commands.append(f"{shlex.quote(exe)} {' '.join(ISOLATED)} -m pip check")
+                value["pip_check"] = pip_future.result()
+            else:
+                value["pip_check"] = None
         prefixes = tuple(params.get("env_prefixes") or DEFAULT_ENV_PREFIXES)
         value["env"] = masked_env(env, prefixes)
         return ProbeResult(value=value, commands=commands)
 
 
-def _pip_check(exe: str, env: Mapping[str, str], cwd: Path, deadline: float) -> dict[str, Any]:
-    remaining = max(deadline - time.monotonic(), 1.0)
+def _script_value(proc: ChildResult, exe: str, commands: list[str]) -> dict[str, Any]:
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        raise ProbeError("python.script_failed", f"the stack script exited with {proc.returncode} in {exe}: "
+                         f"{_tail(stderr) or '(no stderr)'}", commands=commands)
     try:
-        proc = subprocess.run([exe, "-m", "pip", "check"], capture_output=True, env={**env, "PIP_NO_INPUT": "1"},
-                              cwd=cwd, stdin=subprocess.DEVNULL, timeout=remaining)
-    except subprocess.TimeoutExpired:
+        value = json.loads(proc.stdout.decode("utf-8", "replace"))
+        if not isinstance(value, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        raise ProbeError("python.script_failed", f"the stack script printed no JSON object in {exe}: "
+                         f"{_tail(stderr) or _tail(proc.stdout.decode('utf-8', 'replace'))}",
+                         commands=commands) from None
+    return value
+
+
+def _pip_check(exe: str, env: Mapping[str, str], cwd: str, deadline: float) -> dict[str, Any]:
+    remaining = max(deadline - time.monotonic(), 1.0)
+    # pip's own settings: no prompt, no version check (it would reach the network).
+    pip_env = child_env(env, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    try:
+        proc = run_child([exe, *ISOLATED, "-m", "pip", "check"], cwd=cwd, env=pip_env, timeout_s=remaining,
+                         max_stdout=MAX_RESULT_BYTES)
+    except ChildTimeout:
         return {"ok": None, "available": True, "lines": [], "error": f"timed out after {remaining:.0f}s"}
+    except (OSError, ChildOutputTooLarge) as exc:
+        return {"ok": None, "available": True, "lines": [], "error": f"could not run: {exc}"}
     out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
     if proc.returncode != 0 and any("No module named pip" in ln for ln in lines):

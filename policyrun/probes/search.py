@@ -1,32 +1,53 @@
 """`search.regex` / `search.literal`: find a pattern in a tree or at a revision.
 
-Patterns use Python `re` syntax and match within one line. Inside a git repository `git grep`
-(PCRE, `-P`) selects the candidate lines fast, and Python's `re` then re-runs on those lines
-alone to give columns and groups, so the results follow Python semantics whatever git's regex
-dialect. `re.ASCII` keeps `\\d`, `\\w`, `\\s` as narrow as PCRE's, so git never drops a line
-Python would match. When git cannot compile the pattern, or the root is not in a repository,
-the files are read and scanned in Python instead.
+Patterns are RE2 (linear time, like CEL's `matches`: a catastrophic pattern cannot stall a probe
+past its timeout) and match within one line. Working-tree mode reads what is on disk: the file
+list comes from `git ls-files` (tracked, plus untracked when asked), and each file is opened
+beneath the root without following symbolic links; git's attributes (`binary`, `-diff`) and
+index flags (assume-unchanged, skip-worktree) play no part. A revision is read from git objects
+(`git ls-tree`, `git cat-file --batch`). Outside a repository every file under the root is read.
+
+Nothing is skipped silently: symbolic links, devices, FIFOs, directories where a file was
+expected, binary files and files over `max_file_bytes` are listed in the fact's `skipped`, and a
+file that exists but cannot be read makes the whole fact an error (`file.unreadable`).
 """
 
 from __future__ import annotations
 
 import os
-import re
+import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import Skipped, display_path, read_beneath
 from policyrun.probes.git import GitRepo, open_repo, resolve_commits, rev_param
 
 MAX_TEXT = 500  # a hit keeps at most this many characters of its line (minified files)
+MAX_FILE_BYTES = 8 * 1024 * 1024  # default per-file cap; a larger file is listed in `skipped`
 _BINARY_SNIFF = 8000  # like git: a NUL in the first 8000 bytes makes a file binary
+_LISTED_UNREADABLE = 20  # named in the error message; the count says how many more
 
-Line = tuple[str, int, str]  # path relative to root, 1-based line number, text
+
+def _re2_options(*, case_sensitive: bool = True) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every bad pattern to stderr; the error says it
+    options.never_nl = True  # a match never crosses a line break: lines are the unit
+    options.case_sensitive = case_sensitive
+    return options
 
 
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """A git-style glob as a regex over root-relative paths.
+def _re2_error(exc: Exception) -> str:
+    why = exc.args[0] if exc.args else exc
+    return why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+
+
+def glob_regex(glob: str) -> Any:
+    """A git-style glob as an RE2 regex over root-relative paths (paths come from the repository).
 
     `*` and `?` stay within a path segment, `**` crosses segments, a glob without `/` matches at
     any depth (like .gitignore), and matching a directory covers everything below it.
@@ -52,15 +73,15 @@ def glob_regex(glob: str) -> re.Pattern[str]:
             out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
             i = end + 1
         else:
-            out.append(re.escape(g[i]))
+            out.append(re2.escape(g[i]))
             i += 1
-    return re.compile("".join(out).rstrip("/") + "(?:/.*)?")
-
-
-def glob_pathspec(glob: str, *, exclude: bool = False) -> str:
-    """The same glob as a git pathspec (`:(glob)` magic)."""
-    g = glob[1:] if glob.startswith("/") else glob if "/" in glob else f"**/{glob}"
-    return f":({'exclude,' if exclude else ''}glob){g}"
+    options = re2.Options()
+    options.log_errors = False
+    options.dot_nl = True  # a file name may hold a newline
+    try:
+        return re2.compile("".join(out).rstrip("/") + "(?:/.*)?", options)
+    except re2.error as exc:
+        raise ProbeError("params.invalid", f"glob {glob!r} is not valid: {_re2_error(exc)}") from None
 
 
 class PathFilter:
@@ -69,6 +90,7 @@ class PathFilter:
         self.exclude = [glob_regex(g) for g in exclude]
 
     def __call__(self, path: str) -> bool:
+        path = display_path(path)  # RE2 takes UTF-8: an undecodable file name is matched as shown
         if self.include and not any(r.fullmatch(path) for r in self.include):
             return False
         return not any(r.fullmatch(path) for r in self.exclude)
@@ -78,32 +100,150 @@ def _as_list(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _text_lines(path: str, data: bytes) -> Iterator[Line]:
-    if b"\0" in data[:_BINARY_SNIFF]:
-        return
-    for number, text in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
-        yield path, number, text
-
-
 def walk_files(root: Path, keep: PathFilter) -> list[tuple[str, Path]]:
-    """Files under `root` (outside any repository), skipping `.git`, in git's order (by full path)."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            if keep(rel):
-                found.append((rel, full))
+    """Regular files under `root` (outside any repository), skipping `.git`, in git's order.
+
+    Symbolic links (to files or directories) are not followed and not listed; nor are devices,
+    FIFOs or sockets.
+    """
+    return [(display_path(rel), root / os.fsdecode(rel)) for rel, why in _walk(root) if why is None
+            and keep(display_path(rel))]
+
+
+def _walk(root: Path) -> list[tuple[bytes, str | None]]:
+    """Every entry under `root` with why it is not a file to read (None for a regular file), sorted."""
+    found: list[tuple[bytes, str | None]] = []
+    pending = [b""]
+    base = os.fsencode(root)
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(base, rel_dir) if rel_dir else base))
+        except OSError:
+            found.append((rel_dir, "unreadable"))
+            continue
+        for entry in entries:
+            name = os.fsencode(entry.name)
+            rel = rel_dir + b"/" + name if rel_dir else name
+            if entry.is_symlink():
+                found.append((rel, "symlink"))
+            elif entry.is_dir(follow_symlinks=False):
+                if name != b".git":
+                    pending.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                found.append((rel, None))
+            else:
+                found.append((rel, "special"))
     return sorted(found)
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:  # vanished or unreadable: git grep would skip it too
-        return None
+# --- matching -----------------------------------------------------------------------------------
 
+@dataclass
+class Matcher:
+    regex: Any  # RE2, compiled with (?m) and never_nl over the bytes of whole files
+    group: int
+
+    def lines(self, data: bytes) -> Iterator[tuple[int, int, list[Any]]]:
+        """(line number, line start offset, matches on that line) for every line with a match."""
+        search = self.regex.search
+        pos, end = 0, len(data)
+        line_no, line_start = 1, 0
+        current: list[Any] = []
+        while pos <= end:
+            m = search(data, pos)
+            if m is None:
+                break
+            start, stop = m.span()
+            newlines = data.count(b"\n", line_start, start)
+            if newlines:
+                if current:
+                    yield line_no, line_start, current
+                    current = []
+                line_no += newlines
+                line_start = data.rindex(b"\n", line_start, start) + 1
+            current.append(m)
+            pos = stop if stop > start else _next_char(data, start)
+        if current:
+            yield line_no, line_start, current
+
+
+def _next_char(data: bytes, pos: int) -> int:
+    pos += 1
+    while pos < len(data) and data[pos] & 0xC0 == 0x80:  # a UTF-8 continuation byte
+        pos += 1
+    return pos
+
+
+def _compile(pattern: str, literal: bool, ignore_case: bool, group: int | str | None) -> Matcher:
+    try:
+        regex = re2.compile("(?m)" + (re2.escape(pattern) if literal else pattern),
+                            _re2_options(case_sensitive=not ignore_case))
+    except re2.error as exc:
+        raise ProbeError("search.invalid_pattern",
+                         f"parameter `pattern`: {pattern!r} is not a pattern RE2 accepts ({_re2_error(exc)}). "
+                         "Patterns are RE2, as in CEL's matches(): no lookbehind or lookahead ((?<=, (?<!, (?=, "
+                         "(?!), no backreferences; match the neighbouring character instead, e.g. "
+                         "`(?:^|[^0-9.])0\\.26\\.0(?:[^0-9]|$)` for `(?<![0-9.])0\\.26\\.0(?![0-9])`") from None
+    groups: int = regex.groups
+    if group is None:
+        return Matcher(regex, 1 if groups else 0)
+    if isinstance(group, str):
+        index = regex.groupindex.get(group)
+        if index is None:
+            raise ProbeError("search.invalid_pattern", f"pattern {pattern!r} has no group named {group!r}")
+        return Matcher(regex, int(index))
+    if group > groups:
+        raise ProbeError("search.invalid_pattern", f"pattern {pattern!r} has {groups} group(s), not {group}")
+    return Matcher(regex, group)
+
+
+@dataclass
+class Summary:
+    max_hits: int
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    distinct: set[str] = field(default_factory=set)
+    total: int = 0
+    files_searched: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def skip(self, path: str, reason: str, size: int | None = None) -> None:
+        self.skipped.append({"path": path, "reason": reason, "size": size})
+
+    def scan(self, path: str, data: bytes, matcher: Matcher) -> None:
+        if b"\0" in data[:_BINARY_SNIFF]:
+            self.skip(path, "binary", len(data))
+            return
+        self.files_searched += 1
+        for number, start, matches in matcher.lines(data):
+            if len(matches) > 1:  # an empty match (`x*`) counts once per line, never once per position
+                matches = [m for m in matches if m.end() > m.start()] or matches[:1]
+            self.total += len(matches)
+            self.counts[path] = self.counts.get(path, 0) + len(matches)
+            line_end = data.find(b"\n", start)
+            line = data[start:line_end if line_end >= 0 else len(data)]
+            text = None
+            for m in matches:
+                captured = m.group(matcher.group)
+                if captured is not None:
+                    self.distinct.add(captured.decode("utf-8", "replace"))
+                if len(self.hits) < self.max_hits:
+                    text = text if text is not None else line.decode("utf-8", "replace")
+                    column = len(line[:m.start() - start].decode("utf-8", "replace")) + 1
+                    self.hits.append({"path": path, "line": number, "column": column, "text": text[:MAX_TEXT],
+                                      "match": m.group(0).decode("utf-8", "replace"),
+                                      "groups": [g.decode("utf-8", "replace") if g is not None else None
+                                                 for g in m.groups()]})
+
+    def value(self) -> dict[str, Any]:
+        return {"hits": self.hits, "counts": self.counts, "total": self.total, "files_matched": len(self.counts),
+                "distinct": sorted(self.distinct), "truncated": self.total > len(self.hits),
+                "files_searched": self.files_searched, "skipped": self.skipped}
+
+
+# --- the probe ----------------------------------------------------------------------------------
 
 class SearchProbe:
     summary = ""
@@ -121,21 +261,28 @@ class SearchProbe:
                        "additionalProperties": {"type": "integer"}},
             "total": {"type": "integer", "description": "All matches."},
             "files_matched": {"type": "integer"},
+            "files_searched": {"type": "integer", "description": "Text files read and searched."},
             "distinct": {"type": "array", "items": {"type": "string"},
                          "description": "Sorted distinct values of the captured group (of every match)."},
             "truncated": {"type": "boolean", "description": "hits holds fewer than total."},
+            "skipped": {"type": "array", "description": "Files selected but not searched, and why: symlink, "
+                        "special (device, FIFO, socket), directory, submodule, binary, too_large.",
+                        "items": {"type": "object", "properties": {
+                            "path": {"type": "string"}, "reason": {"type": "string"},
+                            "size": {"type": ["integer", "null"]}}}},
         },
     }
 
     def __init__(self, kind: str, literal: bool) -> None:
         self.kind = kind
         self.literal = literal
-        self.summary = ("Literal text" if literal else "A Python regular expression") + \
+        self.summary = ("Literal text" if literal else "An RE2 regular expression") + \
             " searched line by line in tracked files of a tree or a revision (any tree outside git)."
         props: dict[str, Any] = {
             "root": {"type": "string", "default": ".", "minLength": 1,
                      "description": "Directory to search; paths in results are relative to it."},
-            "pattern": {"type": "string", "minLength": 1, "description": "What to find (within one line)."},
+            "pattern": {"type": "string", "minLength": 1,
+                        "description": "What to find (within one line); RE2 syntax unless literal."},
             "rev": rev_param("Search this revision instead of the working tree (read from git objects)."),
             "include": {"type": ["string", "array"], "items": {"type": "string"},
                         "description": "Globs to search (`*.py`, `src/**/*.toml`); default: everything."},
@@ -145,6 +292,8 @@ class SearchProbe:
             "ignore_case": {"type": "boolean", "default": False},
             "max_hits": {"type": "integer", "minimum": 0, "default": 1000,
                          "description": "Keep at most this many hits; counts, total and distinct cover all."},
+            "max_file_bytes": {"type": "integer", "minimum": 1, "default": MAX_FILE_BYTES,
+                               "description": "Larger files are not searched; they are listed in `skipped`."},
             "group": {"type": ["integer", "string"], "description":
                       "Group whose values make `distinct` (number or name); default 1, or 0 without groups."},
         }
@@ -157,149 +306,122 @@ class SearchProbe:
         return frozenset()
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        deadline = time.monotonic() + ctx.timeout_s
         literal = self.literal or bool(params.get("literal"))
-        regex, group = _compile(params["pattern"], literal, bool(params.get("ignore_case")), params.get("group"))
+        matcher = _compile(params["pattern"], literal, bool(params.get("ignore_case")), params.get("group"))
         root = ctx.resolve(params.get("root", ".")).resolve()
         if not root.is_dir():
             raise ProbeError("file.not_found", f"search root {root} is not a directory; check the root parameter")
         rev = params.get("rev")
         if rev and params.get("untracked"):
             raise ProbeError("params.invalid", "`untracked` applies to the working tree; drop it or `rev`")
-        include, exclude = _as_list(params.get("include")), _as_list(params.get("exclude"))
+        keep = PathFilter(_as_list(params.get("include")), _as_list(params.get("exclude")))
         try:
             repo: GitRepo | None = open_repo(str(root), ctx)
         except ProbeError as exc:
             if exc.code != "git.not_a_repository" or rev:
                 raise
             repo = None
+        summary = Summary(params.get("max_hits", 1000))
+        limit = params.get("max_file_bytes", MAX_FILE_BYTES)
         rev_sha = None
-        if repo is None:
-            keep = PathFilter(include, exclude)
-            lines: Iterable[Line] = (line for rel, full in walk_files(root, keep)
-                                     if (data := _read(full)) is not None for line in _text_lines(rel, data))
-            commands = [f"python walk of {root}"]
+        if repo is not None and rev:
+            (rev_sha,) = resolve_commits(repo, [rev])
+            _search_revision(repo, root, rev_sha, keep, matcher, summary, limit, deadline)
         else:
-            if rev:
-                (rev_sha,) = resolve_commits(repo, [rev])
-            lines = _git_lines(repo, root, params, literal, rev_sha, include, exclude)
-            commands = repo.commands
-        value = _summarise(lines, regex, group, params.get("max_hits", 1000))
+            if repo is None:
+                listing: list[tuple[bytes, str | None]] = _walk(root)
+            else:
+                listing = [(p, None) for p in _tracked(repo, root, bool(params.get("untracked")))]
+            _search_disk(root, listing, keep, matcher, summary, limit, deadline, ctx.timeout_s)
+        if summary.unreadable:
+            shown = "; ".join(summary.unreadable[:_LISTED_UNREADABLE])
+            more = len(summary.unreadable) - _LISTED_UNREADABLE
+            raise ProbeError("file.unreadable",
+                             f"cannot read {len(summary.unreadable)} file(s) under {root}, so the search would be "
+                             f"incomplete: {shown}{f'; and {more} more' if more > 0 else ''}. Make them readable or "
+                             "leave them out with `exclude`", commands=repo.commands if repo else [])
+        value = summary.value()
         value.update(root=str(root), rev=rev, rev_sha=rev_sha, pattern=params["pattern"])
+        commands = repo.commands if repo is not None else [f"python walk of {root}"]
         return ProbeResult(value=value, commands=commands, sources=[str(root)],
                            repo_path=str(repo.root) if repo else None, repo_head=repo.head() if repo else None)
 
 
-def _compile(pattern: str, literal: bool, ignore_case: bool,
-             group: int | str | None) -> tuple[re.Pattern[str], int | str]:
-    flags = re.ASCII | (re.IGNORECASE if ignore_case else 0)
+def _tracked(repo: GitRepo, root: Path, untracked: bool) -> list[bytes]:
+    args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if untracked else [])
+    out = repo.run(args, cwd=root).stdout
+    return sorted(set(p for p in out.split(b"\0") if p))  # unmerged paths are listed once per stage
+
+
+def _check_deadline(deadline: float, timeout_s: float, root: Path) -> None:
+    if time.monotonic() > deadline:
+        raise ProbeError("probe.timeout", f"searching {root} took longer than the probe's {timeout_s:g}s; "
+                                          "raise the probe's timeout_s or narrow `include`")
+
+
+def _search_disk(root: Path, listing: list[tuple[bytes, str | None]], keep: PathFilter, matcher: Matcher,
+                 summary: Summary, limit: int, deadline: float, timeout_s: float) -> None:
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        regex = re.compile(re.escape(pattern) if literal else pattern, flags)
-    except re.error as exc:
-        raise ProbeError("search.invalid_pattern", f"pattern {pattern!r} is not a valid Python regular "
-                                                   f"expression: {exc}") from None
-    if group is None:
-        return regex, 1 if regex.groups else 0
-    if isinstance(group, str) and group not in regex.groupindex:
-        raise ProbeError("search.invalid_pattern", f"pattern {pattern!r} has no group named {group!r}")
-    if isinstance(group, int) and group > regex.groups:
-        raise ProbeError("search.invalid_pattern", f"pattern {pattern!r} has {regex.groups} group(s), not {group}")
-    return regex, group
+        for raw, why in listing:
+            path = display_path(raw)
+            if not keep(path):
+                continue
+            _check_deadline(deadline, timeout_s, root)
+            if why == "unreadable":
+                summary.unreadable.append(f"{path}/ (directory cannot be listed)")
+                continue
+            if why is not None:
+                summary.skip(path, why)
+                continue
+            try:
+                got = read_beneath(root_fd, raw, limit)
+            except OSError as exc:
+                summary.unreadable.append(f"{path} ({exc.strerror or exc})")
+                continue
+            if isinstance(got, Skipped):
+                if got.reason != "missing":  # deleted in the working tree: nothing on disk to search
+                    summary.skip(path, got.reason, got.size)
+                continue
+            summary.scan(path, got, matcher)
+    finally:
+        os.close(root_fd)
 
 
-def _git_lines(repo: GitRepo, root: Path, params: Mapping[str, Any], literal: bool, rev_sha: str | None,
-               include: list[str], exclude: list[str]) -> Iterator[Line]:
-    args = ["grep", "--no-color", "-I", "-n", "--null", "-F" if literal else "-P"]
-    if params.get("ignore_case"):
-        args.append("-i")
-    if params.get("untracked"):
-        args.append("--untracked")
-    args += ["-e", params["pattern"], *([rev_sha] if rev_sha else []), "--"]
-    args += [glob_pathspec(g) for g in include] + [glob_pathspec(g, exclude=True) for g in exclude]
-    proc = repo.run(args, cwd=root, ok=(0, 1, 128))
-    if proc.returncode == 128:
-        stderr = proc.stderr.decode(errors="replace")
-        # "command line, '<pattern>': <why>" is git's report of a pattern PCRE cannot compile.
-        if not re.search(r"command line, '|pcre|perl-compatible", stderr, re.IGNORECASE):
-            raise repo.error(stderr, repo.commands[-1])
-        # git cannot compile this pattern (or lacks PCRE): read the same files and scan in Python.
-        yield from _scan_git_files(repo, root, params, rev_sha, PathFilter(include, exclude))
-        return
-    yield from _grep_records(proc.stdout, f"{rev_sha}:" if rev_sha else "")
-
-
-def _grep_records(out: bytes, prefix: str) -> Iterator[Line]:
-    """Parse `git grep -n --null` output: `path NUL line NUL text LF` per matching line."""
-    text = out.decode("utf-8", "replace")  # NUL and LF survive; only undecodable bytes become U+FFFD
-    cut, pos = len(prefix), 0
-    for record in text.split("\n"):
-        parts = record.split("\0", 2)
-        if len(parts) == 3:
-            yield parts[0][cut:], int(parts[1]), parts[2]
-        elif record:  # a path with a newline in it: parse the rest the slow, exact way
-            yield from _grep_records_exact(text[pos:].encode("utf-8"), prefix)
-            return
-        pos += len(record) + 1
-
-
-def _grep_records_exact(out: bytes, prefix: str) -> Iterator[Line]:
-    pos, end = 0, len(out)
-    while pos < end:
-        a = out.index(b"\0", pos)
-        b = out.index(b"\0", a + 1)
-        e = out.find(b"\n", b + 1)
-        e = end if e < 0 else e
-        path = out[pos:a].decode("utf-8", "replace")[len(prefix):]
-        yield path, int(out[a + 1:b]), out[b + 1:e].decode("utf-8", "replace")
-        pos = e + 1
-
-
-def _scan_git_files(repo: GitRepo, root: Path, params: Mapping[str, Any], rev_sha: str | None,
-                    keep: PathFilter) -> Iterator[Line]:
-    if rev_sha:
-        listing = repo.run(["ls-tree", "-r", "-z", "--name-only", rev_sha], cwd=root).stdout
-        paths = [p for p in listing.decode("utf-8", "surrogateescape").split("\0") if p and keep(p)]
-        prefix = root.relative_to(repo.root).as_posix()
-        prefix = "" if prefix == "." else prefix + "/"
-        batch = "".join(f"{rev_sha}:{prefix}{p}\n" for p in paths).encode("utf-8", "surrogateescape")
-        out = repo.run(["cat-file", "--batch"], stdin=batch).stdout
-        pos = 0
-        for path in paths:
-            header_end = out.index(b"\n", pos)
-            size = int(out[pos:header_end].split()[2])
-            yield from _text_lines(path, out[header_end + 1:header_end + 1 + size])
-            pos = header_end + 1 + size + 1
-        return
-    args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if params.get("untracked") else [])
-    names = repo.run(args, cwd=root).stdout.decode("utf-8", "surrogateescape")
-    for path in sorted(set(p for p in names.split("\0") if p and keep(p))):
-        data = _read(root / path)
-        if data is not None:
-            yield from _text_lines(path, data)
-
-
-def _summarise(lines: Iterable[Line], regex: re.Pattern[str], group: int | str, max_hits: int) -> dict[str, Any]:
-    hits: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
-    distinct: set[str] = set()
-    total = 0
-    finditer = regex.finditer
-    for path, number, text in lines:
-        matches = list(finditer(text))
-        if len(matches) > 1:  # an empty match (`x*`) counts once per line, never once per position
-            matches = [m for m in matches if m.end() > m.start()] or matches[:1]
-        elif not matches:
+def _search_revision(repo: GitRepo, root: Path, rev_sha: str, keep: PathFilter, matcher: Matcher,
+                     summary: Summary, limit: int, deadline: float) -> None:
+    # ls-tree run in `root` lists that subtree, with paths relative to it; -l adds blob sizes, so a
+    # blob over the limit is never read.
+    listing = repo.run(["ls-tree", "-r", "-z", "-l", rev_sha], cwd=root).stdout
+    wanted: list[tuple[str, str]] = []
+    for record in listing.split(b"\0"):
+        if not record:
             continue
-        total += len(matches)
-        counts[path] = counts.get(path, 0) + len(matches)
-        for m in matches:
-            captured = m.group(group)
-            if captured is not None:
-                distinct.add(captured)
-            if len(hits) < max_hits:
-                hits.append({"path": path, "line": number, "column": m.start() + 1, "text": text[:MAX_TEXT],
-                             "match": m.group(0), "groups": list(m.groups())})
-    return {"hits": hits, "counts": counts, "total": total, "files_matched": len(counts),
-            "distinct": sorted(distinct), "truncated": total > len(hits)}
+        meta, _, raw = record.partition(b"\t")
+        mode, kind, oid, blob_size = meta.decode("ascii", "replace").split()
+        path = display_path(raw)
+        if not keep(path):
+            continue
+        if mode == "120000":
+            summary.skip(path, "symlink")
+        elif kind != "blob":
+            summary.skip(path, "submodule")
+        elif int(blob_size) > limit:
+            summary.skip(path, "too_large", int(blob_size))
+        else:
+            wanted.append((path, oid))
+    if not wanted:
+        return
+    out = repo.run(["cat-file", "--batch"], stdin="".join(f"{oid}\n" for _, oid in wanted).encode()).stdout
+    pos = 0
+    for path, _ in wanted:
+        if time.monotonic() > deadline:
+            raise repo.timeout(repo.commands[-1])
+        header_end = out.index(b"\n", pos)
+        size = int(out[pos:header_end].split()[2])
+        summary.scan(path, out[header_end + 1:header_end + 1 + size], matcher)
+        pos = header_end + 1 + size + 1
 
 
 PROBES: list[Any] = [SearchProbe("search.regex", literal=False), SearchProbe("search.literal", literal=True)]

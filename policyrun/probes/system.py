@@ -8,6 +8,9 @@ container (e.g. at /host/proc) can be inspected.
 
 Everything here is a snapshot: a process can start or exit while /proc is read; one that
 disappears mid-read is skipped, never an error.
+
+Patterns are RE2 (linear time): command lines are written by whoever started the process, so a
+pattern that backtracks could otherwise be made to run for minutes.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ import fnmatch
 import ipaddress
 import os
 import pwd
-import re
 import stat
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import display_path
 
 PROC_ROOT = "/proc"
 SHM_ROOT = "/dev/shm"
@@ -75,11 +80,15 @@ def _user(uid: int | None) -> str | None:
         return str(uid)
 
 
-def _compile(pattern: str, what: str) -> re.Pattern[str]:
+def _compile(pattern: str, what: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ProbeError("system.bad_pattern", f"{what} {pattern!r} is not a valid regular expression: {exc}") from None
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ProbeError("system.bad_pattern", f"parameter `{what}`: {pattern!r} is not a regular expression RE2 "
+                                               f"accepts ({why}); no lookaround or backreferences") from None
 
 
 def _proc_root(params: Mapping[str, Any], ctx: ProbeContext) -> Path:
@@ -263,14 +272,15 @@ class ShmProbe:
             wanted = lambda name: fnmatch.fnmatchcase(name, glob)  # noqa: E731
         entries: list[dict[str, Any]] = []
         for entry in os.scandir(root):
-            if not wanted(entry.name):
+            name = display_path(entry.name)  # a name that is not UTF-8 is matched and shown as `\xNN`
+            if not wanted(name):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # removed while listing
             kind = "file" if stat.S_ISREG(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
-            entries.append({"name": entry.name, "size": st.st_size, "type": kind, "user": _user(st.st_uid)})
+            entries.append({"name": name, "size": st.st_size, "type": kind, "user": _user(st.st_uid)})
         entries.sort(key=lambda e: e["name"])
         return ProbeResult(value={"entries": entries, "count": len(entries),
                                   "total_size": sum(e["size"] for e in entries)}, sources=[str(root)])

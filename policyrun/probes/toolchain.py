@@ -4,6 +4,9 @@ Missing tools: by default both tools are required and a missing one is a fact er
 (`toolchain.not_found`, naming the binary and where it was looked for). A rulebook that only
 needs some of them lists those in `required`; the others are then reported as `null` and named
 in `missing`, so a check can still say "nvcc absent" without the whole fact failing.
+
+`--version` runs from an empty temporary directory with the allow-listed environment of
+`bounded.child_env`, in its own process group, killed (with anything it started) at the deadline.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.bounded import ChildOutputTooLarge, ChildTimeout, child_env, run_child
 
 TOOLS = ("nvcc", "cc")
 # Where CUDA installs nvcc when it is not on PATH (the toolkit does not edit PATH itself).
@@ -139,11 +143,15 @@ def _find_cc(params: Mapping[str, Any], env: Mapping[str, str], ctx: ProbeContex
 def _version_output(path: str, env: Mapping[str, str], ctx: ProbeContext, deadline: float,
                     commands: list[str]) -> str:
     try:
-        proc = subprocess.run([path, "--version"], capture_output=True, env=dict(env), cwd=ctx.base_dir,
-                              stdin=subprocess.DEVNULL, timeout=max(deadline - time.monotonic(), 1.0))
-    except subprocess.TimeoutExpired:
+        with tempfile.TemporaryDirectory(prefix="policyrun-toolchain-") as cwd:
+            proc = run_child([path, "--version"], cwd=cwd, env=child_env(env),
+                             timeout_s=max(deadline - time.monotonic(), 1.0), max_stdout=1 << 20)
+    except ChildTimeout:
         raise ProbeError("toolchain.timeout", f"`{path} --version` did not finish within {ctx.timeout_s:g}s",
                          commands=commands) from None
+    except ChildOutputTooLarge:
+        raise ProbeError("toolchain.failed", f"`{path} --version` printed more than 1 MiB; it is not a compiler's "
+                         "version banner", commands=commands) from None
     except OSError as exc:
         raise ProbeError("toolchain.failed", f"cannot run {path}: {exc.strerror or exc}", commands=commands) from None
     text = (proc.stdout + proc.stderr).decode("utf-8", "replace")

@@ -2,8 +2,9 @@
 
 `torch` here reproduces the attributes python.stack reads (torch.version.cuda,
 torch._C._GLIBCXX_USE_CXX11_ABI, torch.backends.cudnn.version(), torch.cuda.nccl.version(),
-torch._C._cuda_getArchFlags()) and records, in the file named by FAKE_TORCH_INIT_MARKER, every
-call that would initialise CUDA in the real library. It prints on stdout while importing, as
+torch._C._cuda_getArchFlags()) and records, in the file `write_site(marker=...)` names, every
+call that would initialise CUDA in the real library (python.stack passes the child no variable
+of ours, so the path is written into the site itself). It prints on stdout while importing, as
 native libraries do. `vllm` is an installed distribution (dist-info with METADATA and PEP 610
 direct_url.json) whose package raises on import: the script must locate and hash it without
 importing it.
@@ -12,6 +13,9 @@ importing it.
 from __future__ import annotations
 
 import json
+import sys
+import sysconfig
+import venv
 from pathlib import Path
 
 VLLM_VERSION = "0.10.1.dev42+g0123abcd.cu128"
@@ -49,7 +53,8 @@ _initialized = False
 
 def _lazy_init():
     global _initialized
-    marker = os.environ.get("FAKE_TORCH_INIT_MARKER")
+    marker_file = os.path.join(os.path.dirname(__file__), "_init_marker_path")
+    marker = open(marker_file).read() if os.path.exists(marker_file) else None
     if marker:
         with open(marker, "a") as f:
             f.write("cuda init\\n")
@@ -95,11 +100,28 @@ def get_arch_list():
 EXTENSION_BYTES = b"\x7fELF fake vllm native extension"
 
 
-def write_site(root: Path) -> Path:
+def write_site(root: Path, marker: Path | None = None) -> Path:
     for rel, text in FILES.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.lstrip("\n"))
     (root / "vllm" / "_C.abi3.so").write_bytes(EXTENSION_BYTES)
     (root / "vllm" / "_moe_C.abi3.so").write_bytes(b"\x7fELF moe")  # not a _C*.so: listed nowhere
+    if marker is not None:
+        (root / "torch" / "cuda" / "_init_marker_path").write_text(str(marker))
     return root
+
+
+def make_venv(path: Path, *sites: Path, with_pip: bool = True) -> Path:
+    """A virtual environment whose interpreter sees `sites` (in order) and, with `with_pip`, this
+    interpreter's pip; returns its python. python.stack runs interpreters isolated (`-I`), so a
+    site reaches the child only as the target interpreter's own: a `.pth` file in its site-packages.
+    """
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(path)
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site_packages = path / "lib" / version / "site-packages"
+    lines = [str(s) for s in sites]
+    if with_pip:
+        lines.append(sysconfig.get_paths()["purelib"])
+    (site_packages / "policyrun_test_sites.pth").write_text("".join(f"{line}\n" for line in lines))
+    return path / "bin" / "python"
