@@ -206,10 +206,24 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
     if result.type().name() == "ERROR":
         return _error_outcome(str(result.value()))
     try:
-        return Outcome(value=result.plain_value())
+        value = result.plain_value()
     except (TypeError, AssertionError):  # an optional or type value that has no plain form
         return Outcome(error="the expression produced a value with no plain form (an optional? add "
                              ".orValue(...))", kind="error")
+    kind = type(value)
+    return Outcome(value=canonical(value) if kind is dict or kind is list else value)
+
+
+def canonical(value: Any) -> Any:
+    """The value with every map's keys in sorted order. The runtime returns maps in hash order,
+    which differs between conversions of the same map; traces must be byte-for-byte stable."""
+    kind = type(value)
+    if kind is dict:
+        items = sorted(value.items(), key=lambda kv: (type(kv[0]).__name__, kv[0]))
+        return {k: canonical(v) for k, v in items}
+    if kind is list:
+        return [canonical(v) if type(v) in (dict, list) else v for v in value]
+    return value
 
 
 def make_activation(variables: Mapping[str, Any]) -> Any:

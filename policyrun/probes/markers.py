@@ -133,9 +133,33 @@ FACT_SCHEMA: dict[str, Any] = {
             "starts": _I, "ends": _I, "balanced": {"type": "boolean"},
             "has": {"type": "object", "additionalProperties": {"type": "boolean"},
                     "description": "Field name → found in some comment block of the file."}}}},
+        "symbols": {"type": "array", "description": "Every (file, symbol) its module docstring names as patched, "
+                    "flat, for joins.", "items": {"type": "object", "properties": {"file": _S, "symbol": _S}}},
+        "field_rows": {"type": "array", "description": "Every field value, flat, for joins: one row per region "
+                       "field (line: the region's documenting block, else its start marker), then the file's other "
+                       "values (line null).", "items": {"type": "object", "properties": {
+                           "file": _S, "line": {"type": ["integer", "null"]}, "field": _S, "text": _S}}},
         "root": _S, "rev": _NS, "rev_sha": _NS,
     },
 }
+
+
+def _flat_rows(files: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(symbol rows, field rows): the per-file lists flattened, so a rulebook joins them with the
+    function library instead of nesting comprehensions."""
+    symbols = [{"file": f["file"], "symbol": s} for f in files for s in f["symbols"]]
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        seen: set[tuple[str, str]] = set()
+        for region in f["regions"]:
+            for name, text in region["fields"].items():
+                seen.add((name, text))
+                rows.append({"file": f["file"], "line": region.get("doc_line") or region["start_line"],
+                             "field": name, "text": text})
+        for name, texts in f["fields"].items():
+            rows.extend({"file": f["file"], "line": None, "field": name, "text": t}
+                        for t in texts if (name, t) not in seen)
+    return symbols, rows
 
 
 @dataclass
@@ -408,6 +432,7 @@ class MarkersProbe:
                                     "has": {name: name in f["fields"] for name in pats.fields}} for f in files},
             "root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
         }
+        value["symbols"], value["field_rows"] = _flat_rows(files)
         return ProbeResult(value=value, commands=tree.commands, repo_path=tree.repo_path,
                            repo_head=tree.repo_head, sources=[str(tree.root)])
 
