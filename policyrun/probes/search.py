@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,22 +139,48 @@ def _walk(root: Path) -> list[tuple[bytes, str | None]]:
 
 # --- matching -----------------------------------------------------------------------------------
 
+Span = tuple[int, int]
+_NO_SPAN = (-1, -1)
+
+
 @dataclass
 class Matcher:
-    regex: Any  # RE2, compiled with (?m) and never_nl over the bytes of whole files
+    regex: Any  # RE2, compiled with (?m) and never_nl, run over the bytes of whole files
     group: int
+    _spans: Callable[[bytes, int, int], list[Span]] = field(init=False)
 
-    def lines(self, data: bytes) -> Iterator[tuple[int, int, list[Any]]]:
-        """(line number, line start offset, matches on that line) for every line with a match."""
-        search = self.regex.search
+    def __post_init__(self) -> None:
+        # RE2's own Match (one call per match, every group's byte span at once): the Python
+        # wrapper's search() costs several times more per match, which a pattern such as `^`
+        # pays once per line of the tree.
+        low = getattr(self.regex, "_regexp", None)
+        if low is not None and hasattr(low, "Match"):
+            anchor = re2._Anchor.UNANCHORED
+
+            def spans(data: bytes, pos: int, end: int) -> list[Span]:
+                found: list[Span] = low.Match(anchor, data, pos, end)
+                return found
+            self._spans = spans
+        else:  # pragma: no cover - a google-re2 without the binding used above
+            self._spans = self._public_spans
+
+    def _public_spans(self, data: bytes, pos: int, end: int) -> list[Span]:
+        m = self.regex.search(data, pos, end)
+        if m is None:
+            return [_NO_SPAN]
+        return [m.span(i) for i in range(self.regex.groups + 1)]
+
+    def lines(self, data: bytes) -> Iterator[tuple[int, int, list[list[Span]]]]:
+        """(line number, line start offset, each match's group spans) for every line with a match."""
+        spans_at = self._spans
         pos, end = 0, len(data)
         line_no, line_start = 1, 0
-        current: list[Any] = []
+        current: list[list[Span]] = []
         while pos <= end:
-            m = search(data, pos)
-            if m is None:
+            spans = spans_at(data, pos, end)
+            start, stop = spans[0]
+            if start < 0:
                 break
-            start, stop = m.span()
             newlines = data.count(b"\n", line_start, start)
             if newlines:
                 if current:
@@ -162,7 +188,7 @@ class Matcher:
                     current = []
                 line_no += newlines
                 line_start = data.rindex(b"\n", line_start, start) + 1
-            current.append(m)
+            current.append(spans)
             pos = stop if stop > start else _next_char(data, start)
         if current:
             yield line_no, line_start, current
@@ -217,25 +243,29 @@ class Summary:
             self.skip(path, "binary", len(data))
             return
         self.files_searched += 1
+        group = matcher.group
         for number, start, matches in matcher.lines(data):
             if len(matches) > 1:  # an empty match (`x*`) counts once per line, never once per position
-                matches = [m for m in matches if m.end() > m.start()] or matches[:1]
+                matches = [m for m in matches if m[0][1] > m[0][0]] or matches[:1]
             self.total += len(matches)
             self.counts[path] = self.counts.get(path, 0) + len(matches)
-            line_end = data.find(b"\n", start)
-            line = data[start:line_end if line_end >= 0 else len(data)]
-            text = None
-            for m in matches:
-                captured = m.group(matcher.group)
-                if captured is not None:
-                    self.distinct.add(captured.decode("utf-8", "replace"))
-                if len(self.hits) < self.max_hits:
-                    text = text if text is not None else line.decode("utf-8", "replace")
-                    column = len(line[:m.start() - start].decode("utf-8", "replace")) + 1
-                    self.hits.append({"path": path, "line": number, "column": column, "text": text[:MAX_TEXT],
-                                      "match": m.group(0).decode("utf-8", "replace"),
-                                      "groups": [g.decode("utf-8", "replace") if g is not None else None
-                                                 for g in m.groups()]})
+            line: bytes | None = None
+            for spans in matches:
+                g_start, g_end = spans[group]
+                if g_start >= 0:
+                    self.distinct.add(data[g_start:g_end].decode("utf-8", "replace"))
+                if len(self.hits) >= self.max_hits:
+                    continue
+                if line is None:
+                    line_end = data.find(b"\n", start)
+                    line = data[start:line_end if line_end >= 0 else len(data)]
+                m_start, m_end = spans[0]
+                self.hits.append({
+                    "path": path, "line": number,
+                    "column": len(data[start:m_start].decode("utf-8", "replace")) + 1,
+                    "text": line.decode("utf-8", "replace")[:MAX_TEXT],
+                    "match": data[m_start:m_end].decode("utf-8", "replace"),
+                    "groups": [data[a:b].decode("utf-8", "replace") if a >= 0 else None for a, b in spans[1:]]})
 
     def value(self) -> dict[str, Any]:
         return {"hits": self.hits, "counts": self.counts, "total": self.total, "files_matched": len(self.counts),
