@@ -329,7 +329,7 @@ def _ambiguous(repo: GitRepo, stderr: str) -> ProbeError | None:
         name = m.group(1)
         patterns = [f"refs/{name}", f"refs/tags/{name}", f"refs/heads/{name}", f"refs/remotes/{name}"]
         proc = repo.run(["for-each-ref", "--format=%(refname)", *patterns], ok=(0, 1, 128))
-        found = [r for r in proc.stdout.decode().split() if r in patterns]
+        found = [r for r in proc.stdout.decode("utf-8", "backslashreplace").split() if r in patterns]
         full = ", ".join(found) or "several refs"
         return ProbeError("git.ambiguous_ref", f"ref {name!r} is ambiguous in {repo.root}: it names {full}; "
                                                "write the one you mean in full", commands=repo.commands)
@@ -367,7 +367,7 @@ def resolve_commits(repo: GitRepo, revs: Sequence[str]) -> list[str]:
     ambiguous = _ambiguous(repo, stderr)
     if ambiguous:
         raise ambiguous
-    return proc.stdout.decode().split()[: len(revs)]
+    return proc.stdout.decode("utf-8", "backslashreplace").split()[: len(revs)]
 
 
 def _history_cut(repo: GitRepo, tips: Sequence[str]) -> bool:
@@ -376,7 +376,7 @@ def _history_cut(repo: GitRepo, tips: Sequence[str]) -> bool:
     if not cut:
         return False
     proc = repo.run(["rev-list", *tips, "--"])
-    return not cut.isdisjoint(proc.stdout.decode().split())
+    return not cut.isdisjoint(proc.stdout.decode("utf-8", "backslashreplace").split())
 
 
 def _shallow_error(repo: GitRepo, what: str) -> ProbeError:
@@ -662,7 +662,7 @@ class ResolveProbe(GitProbe):
         ambiguous = _ambiguous(repo, stderr)
         if ambiguous:
             raise ambiguous
-        lines = [ln for ln in proc.stdout.decode().splitlines() if ln != "--"]
+        lines = [ln for ln in proc.stdout.decode("utf-8", "backslashreplace").splitlines() if ln != "--"]
         obj, peeled = lines[0], lines[1]
         full_name = lines[2] if len(lines) > 2 and lines[2].startswith("refs/") else None
         return {"ref": ref, "sha": peeled, "object": obj, "kind": _ref_kind(ref, full_name, obj),
@@ -684,7 +684,7 @@ class AncestryProbe(GitProbe):
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
         anc, desc = resolve_commits(repo, [params["ancestor"], params["descendant"]])
-        bases = repo.run(["merge-base", "--all", anc, desc], ok=(0, 1)).stdout.decode().split()
+        bases = repo.run(["merge-base", "--all", anc, desc], ok=(0, 1)).stdout.decode("utf-8", "backslashreplace").split()
         # A is an ancestor of D exactly when the merge base of the two is A itself.
         is_ancestor = anc in bases
         if not is_ancestor and _history_cut(repo, [anc, desc]):
@@ -734,7 +734,7 @@ class DiffProbe(GitProbe):
         if "rename_limit" in params:
             args.append(f"-l{params['rename_limit']}")
         if params.get("from_merge_base"):
-            bases = repo.run(["merge-base", base, head], ok=(0, 1)).stdout.decode().split()
+            bases = repo.run(["merge-base", base, head], ok=(0, 1)).stdout.decode("utf-8", "backslashreplace").split()
             if not bases:
                 if _history_cut(repo, [base, head]):
                     raise _shallow_error(repo, "no merge base found")
