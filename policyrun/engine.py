@@ -17,9 +17,14 @@ from policyrun.trace import RulebookRef, Trace
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
     """Load a rulebook and refuse it when static checks find errors (warnings pass)."""
     rb = load_rulebook(ref)
-    from policyrun.lint import findings_for
+    from policyrun import lintcache
+    from policyrun.lint import findings_for, lint_dependencies
 
-    errors = [f for f in findings_for(rb) if f.severity == "error"]
+    findings = lintcache.lookup(rb.path)
+    if findings is None:
+        findings = findings_for(rb)
+        lintcache.store(rb.path, findings, lint_dependencies(rb))
+    errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise RulebookError(f"rulebook has {len(errors)} error(s); run `policyrun lint {rb.display}`",
                             code=errors[0].code, findings=errors)

@@ -15,13 +15,40 @@ from policyrun.rulebook import LoadedRulebook, load_rulebook, node_path_text
 
 
 def lint_file(path: Path) -> list[Finding]:
+    """Every finding for one rulebook file (from the lint cache when nothing it depends on changed)."""
+    from policyrun import lintcache
+
+    cached = lintcache.lookup(path)
+    if cached is not None:
+        return cached
     try:
         rb = load_rulebook(path)
     except PolicyrunError as exc:
         if exc.findings:
             return exc.findings
         return [Finding(exc.code, exc.message, exc.location or Location(path.as_posix()))]
-    return findings_for(rb)
+    findings = findings_for(rb)
+    lintcache.store(path, findings, lint_dependencies(rb))
+    return findings
+
+
+def lint_dependencies(rb: LoadedRulebook) -> list[Path]:
+    """Files besides the rulebook whose content lint's findings depend on: schema files, and the
+    report templates' folders (a template may include or extend any file there)."""
+    base = rb.directory
+    deps: list[Path] = []
+    for schema in rb.model.schemas.values():
+        if isinstance(schema, str):
+            deps.append(base / schema)
+    spec = rb.model.report
+    if spec is not None:
+        for rel in [*spec.templates.values(), *([spec.template] if spec.template else [])]:
+            folder = (base / rel).parent
+            try:
+                deps.extend(sorted(p for p in folder.rglob("*") if p.is_file())[:500])
+            except OSError:
+                deps.append(base / rel)
+    return deps
 
 
 def findings_for(rb: LoadedRulebook) -> list[Finding]:
@@ -99,23 +126,3 @@ def _template_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.render import template_findings
 
     return template_findings(rb)
-
-
-def collect_paths(args: list[str]) -> list[Path]:
-    """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
-    shipped rulebook stands for that file."""
-    from policyrun.errors import UsageError
-    from policyrun.rulebook import resolve_ref
-
-    out: list[Path] = []
-    for arg in args:
-        p = Path(arg)
-        if p.is_dir():
-            # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
-            files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
-            if not files:
-                raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U009")
-            out.extend(files)
-        else:
-            out.append(resolve_ref(arg))
-    return out

@@ -17,42 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from policyrun.errors import Finding, Location, RulebookError, UsageError
+from policyrun.locate import display_name, resolve_ref, shipped_dir, shipped_rulebooks  # noqa: F401
 from policyrun.model import Rulebook
 from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-def shipped_dir(kind: str = "rulebooks") -> Path:
-    """Where shipped rulebooks (or references, schemas) live: inside the installed package, or
-    at the top of a source checkout for an editable install."""
-    installed = _PACKAGE_DIR / "_shipped" / kind
-    return installed if installed.is_dir() else _PACKAGE_DIR.parent / kind
-
-
-def shipped_rulebooks() -> dict[str, Path]:
-    folder = shipped_dir()
-    return {p.stem: p for p in sorted(folder.glob("*.yaml")) if not p.stem.endswith(".test")} if folder.is_dir() else {}
-
-
-def resolve_ref(ref: str | None) -> Path:
-    """A rulebook argument is a path, or the name of a shipped rulebook."""
-    if ref is None:
-        default = Path("policyrun.yaml")
-        if default.is_file():
-            return default
-        names = ", ".join(shipped_rulebooks()) or "none"
-        raise UsageError(f"no rulebook given and no ./policyrun.yaml here; pass a path or a shipped "
-                         f"rulebook name ({names})", code="U001")
-    path = Path(ref)
-    if path.is_file():
-        return path
-    shipped = shipped_rulebooks()
-    if ref in shipped:
-        return shipped[ref]
-    hint = difflib.get_close_matches(ref, list(shipped), n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
-    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{extra}", code="U001")
+# Finding rulebooks lives in policyrun.locate (light enough for lint's cached path).
 
 
 @dataclass(frozen=True)
@@ -69,17 +38,6 @@ class LoadedRulebook:
     @property
     def directory(self) -> Path:
         return self.path.resolve().parent
-
-
-def display_name(path: Path) -> str:
-    """Shipped rulebooks are shown by a stable name, not an install-dependent absolute path."""
-    try:
-        resolved = path.resolve()
-        if resolved.is_relative_to(shipped_dir().resolve()):
-            return f"<shipped>/{resolved.relative_to(shipped_dir().resolve()).as_posix()}"
-    except OSError:
-        pass
-    return path.as_posix()
 
 
 def load_rulebook(ref: str | Path | None) -> LoadedRulebook:

@@ -5,6 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+
+def _paths(args: list[str]) -> list[Path]:
+    """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
+    shipped rulebook stands for that file."""
+    from policyrun.errors import UsageError
+    from policyrun.locate import resolve_ref
+
+    out: list[Path] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
+            files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
+            if not files:
+                raise UsageError(f"{arg}: no *.yaml or *.yml files in this folder", code="U009")
+            out.extend(files)
+        else:
+            out.append(resolve_ref(arg))
+    return out
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,13 +38,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
+    from policyrun import lintcache
     from policyrun.errors import Finding
-    from policyrun.lint import collect_paths, lint_file
 
     findings: list[Finding] = []
-    files = collect_paths(args.paths)
+    files = _paths(args.paths)
     for path in files:
-        findings.extend(lint_file(path))
+        # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
+        cached = lintcache.lookup(path)
+        if cached is None:
+            from policyrun.lint import lint_file
+
+            cached = lint_file(path)
+        findings.extend(cached)
     findings = sorted(set(findings), key=Finding.sort_key)
     errors = sum(f.severity == "error" for f in findings)
     if args.format == "json":

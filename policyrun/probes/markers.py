@@ -212,10 +212,11 @@ class _Python:
     docstring: str | None = None
 
 
-def _python(text: str) -> _Python | None:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+def _python(text: str, path: str) -> _Python | None:
+    from policyrun.probes.pysource import parse_source
+
+    tree = parse_source(text.encode("utf-8", "surrogateescape"), path)
+    if not isinstance(tree, ast.Module):
         return None
     out = _Python(docstring=ast.get_docstring(tree, clean=True))
 
@@ -245,15 +246,27 @@ def _enclosing(scopes: list[_Scope], line: int) -> list[_Scope]:
 class _File:
     """One file's comment lines, markers and field values."""
 
-    def __init__(self, path: str, text: str, pats: _Patterns) -> None:
+    def __init__(self, path: str, text: str, pats: _Patterns, *, always: bool = False) -> None:
         self.path = path
         self.pats = pats
         self.lines = text.split("\n")
-        self.py = _python(text) if path.endswith((".py", ".pyi")) else None
-        skip = self.py.in_strings if self.py else set()
-        self.stripped = {n: ln.strip() for n, ln in enumerate(self.lines, 1) if n not in skip}
+        self.stripped = {n: ln.strip() for n, ln in enumerate(self.lines, 1)}
         self.comments = {n for n, s in self.stripped.items() if s and pats.comment.search(s)}
         self.markers: dict[int, tuple[str, str | None]] = {}  # line → (start|end, label)
+        self._find_markers()
+        # Parsing tells string literals from comments and names the enclosing functions, and it is
+        # most of the cost: a file with no marker candidate (strings can only remove markers) is
+        # parsed only when it is listed anyway.
+        self.py = _python(text, path) if path.endswith((".py", ".pyi")) and (self.markers or always) else None
+        if self.py is not None and self.py.in_strings:
+            for n in self.py.in_strings:
+                self.stripped.pop(n, None)
+            self.comments -= self.py.in_strings
+            self._find_markers()
+
+    def _find_markers(self) -> None:
+        pats = self.pats
+        self.markers = {}
         for n in sorted(self.comments):
             s = self.stripped[n]
             if (m := pats.start.search(s)) is not None:
@@ -419,7 +432,7 @@ class MarkersProbe:
         tree = read_tree(params, ctx, default_include=["*.py"])
         files = []
         for path, text in tree.files:
-            f = _File(path, text, pats)
+            f = _File(path, text, pats, always=bool(params.get("include_unmarked")))
             if f.markers or params.get("include_unmarked"):
                 files.append(f.fact())
         value = {

@@ -10,6 +10,7 @@ need one git call per round of re-exports).
 from __future__ import annotations
 
 import ast
+import hashlib
 import gc
 import os
 import stat
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from collections import OrderedDict
 from typing import IO, Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
@@ -48,8 +50,32 @@ class ParseError:
         return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
 
 
+# Parsed modules by (content hash, path), shared by every probe of a collection: the inventory,
+# identity and impact probes read the same plugin files (at HEAD and in the working tree, which
+# are usually identical), and parsing is most of their cost. Consumers never modify the trees.
+_PARSED: OrderedDict[tuple[str, str], ast.Module | ParseError] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 4096
+
+
 def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
-    """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured)."""
+    """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
+    Results are cached by content, so the same file parsed by several probes is parsed once."""
+    key = (hashlib.sha1(data).hexdigest(), rel)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+            return hit
+    result = _parse(data, rel)
+    with _PARSED_LOCK:
+        _PARSED[key] = result
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return result
+
+
+def _parse(data: bytes, rel: str) -> ast.Module | ParseError:
     if b"\0" in data:
         return ParseError(rel, data[:data.index(b"\0")].count(b"\n") + 1, None,
                           "source contains a NUL byte (not Python text)")
