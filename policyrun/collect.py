@@ -544,7 +544,8 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
         if fact.error is not None and prov.params == dict(spec.with_):
             continue  # failed before its parameters were resolved; nothing to compare
         if _canonical(prov.params) != _canonical(resolved):
-            changed = sorted(k for k in set(prov.params) | set(resolved) if prov.params.get(k) != resolved.get(k))
+            changed = sorted(k for k in set(prov.params) | set(resolved)
+                             if _canonical(prov.params.get(k)) != _canonical(resolved.get(k)))
             shown = ", ".join(f"{k}: collected {_short(prov.params.get(k))}, expected {_short(resolved.get(k))}"
                               for k in changed[:3])
             out.append({"probe": pid, "reason": f"collected with other parameters ({shown})"})
@@ -552,7 +553,17 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return json.dumps(_without_nulls(value), sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _without_nulls(value: Any) -> Any:
+    """Snapshots are written without null values (FactsSnapshot.to_json), so a parameter that
+    resolved to null and one that is absent are the same parameter."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _short(value: Any) -> str:

@@ -8,12 +8,21 @@ normalised here so everything downstream sees one shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Status = Literal["PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED"]
 STATUSES: tuple[str, ...] = ("PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED")
+# How bad a status is, for "worst" summaries (docs/semantics.md: STOPPED > BLOCKED > FAIL).
+SEVERITY: dict[str, int] = {"PASS": 0, "SKIPPED": 0, "FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
+
+
+def worst_status(statuses: Iterable[str]) -> str:
+    """The most severe of the statuses; PASS when none is FAIL, BLOCKED or STOPPED."""
+    worst = max(statuses, key=lambda s: SEVERITY.get(s, 0), default="PASS")
+    return worst if SEVERITY.get(worst, 0) else "PASS"
 FailStatus = Literal["FAIL", "BLOCKED", "STOPPED"]
 # What a check whose facts are missing becomes: UNKNOWN is tolerated (an evidence gap that is
 # recorded but does not stop PASS); the other values decide the phase status.

@@ -72,3 +72,12 @@ def test_rich_is_imported_only_for_a_tty() -> None:
             "print('rich' in sys.modules, 'jinja2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_worst_status_follows_the_documented_severity() -> None:
+    from policyrun.model import worst_status
+
+    assert worst_status(["FAIL", "STOPPED", "BLOCKED", "PASS"]) == "STOPPED"
+    assert worst_status(["FAIL", "BLOCKED"]) == "BLOCKED"
+    assert worst_status(["PASS", "SKIPPED"]) == "PASS"
+    assert worst_status(s for s in ["FAIL", "PASS"]) == "FAIL"  # any iterable, read once

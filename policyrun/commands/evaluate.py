@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--out", type=Path, default=Path(".policyrun"), metavar="DIR",
                    help="where trace.json (and --format reports) go (default: .policyrun/)")
     p.add_argument("--format", default="", metavar="FMT[,FMT]",
-                   help="also write reports: md, html, junit, sarif, json")
+                   help="also write reports: md, html, junit, sarif, json, or a report the rulebook "
+                        "declares under report.templates")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
@@ -47,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     rb = load_checked(args.rulebook)
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
-    known = {"md", "html", "junit", "sarif", "json"}
-    if bad := [f for f in formats if f not in known]:
-        raise UsageError(f"unknown --format {', '.join(bad)}; choose from {', '.join(sorted(known))}", code="U006")
+    from policyrun.render import check_formats, rulebook_templates, write_run
+
+    templates = rulebook_templates(rb.model, rb.path) if args.format else None
+    formats = check_formats([args.format], templates)  # before any probe runs
     notes: dict[str, object] = {}
     if args.facts:
         facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
@@ -61,11 +62,8 @@ def run(args: argparse.Namespace) -> int:
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes)
 
-    from policyrun.render import rulebook_templates, write_run
-
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
-    written = write_run(trace, formats, args.out,
-                        rulebook_templates=rulebook_templates(rb.model, rb.path) if formats else None)
+    written = write_run(trace, formats, args.out, rulebook_templates=templates)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)

@@ -9,8 +9,6 @@ from typing import Any
 
 from policyrun.errors import PolicyrunError, UsageError, terminal_text
 
-_FORMATS = ("md", "html", "junit", "sarif", "json")
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("report", help="render a trace as md, html, junit, sarif or json",
@@ -19,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                    "per phase), SARIF (non-PASS phases at their rulebook lines) or the trace "
                                    "JSON. Exit 0, or 3 on bad usage, an unreadable trace or a template error.")
     p.add_argument("trace", type=Path, metavar="TRACE")
-    p.add_argument("--format", "-f", choices=_FORMATS, default="md")
+    from policyrun.render import FORMATS
+
+    p.add_argument("--format", "-f", choices=list(FORMATS), default="md")
     p.add_argument("-o", "--output", default="-", metavar="FILE", help="output file; - or absent: stdout")
     p.add_argument("--template", type=Path, metavar="FILE",
                    help="a Jinja2 template to use instead of the built-in one (md and html)")

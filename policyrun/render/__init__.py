@@ -51,6 +51,22 @@ def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Map
     raise UsageError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}", code="R004")
 
 
+def report_names(rulebook_templates: Mapping[str, Path] | None = None) -> list[str]:
+    """Every report `evaluate --format` can write: the built-in formats, then the reports a
+    rulebook declares under `report.templates` (the one list; `report --format` takes the
+    built-ins, or any template with --template)."""
+    return [*FORMATS, *(t for t in (rulebook_templates or {}) if t not in FORMATS)]
+
+
+def check_formats(formats: Iterable[str], rulebook_templates: Mapping[str, Path] | None = None) -> list[str]:
+    """The requested formats, split and checked before any work is done."""
+    names = split_formats(formats)
+    known = report_names(rulebook_templates)
+    if bad := [f for f in names if f not in known]:
+        raise UsageError(f"unknown report format {', '.join(bad)}; choose from {', '.join(known)}", code="R004")
+    return names
+
+
 def split_formats(formats: Iterable[str]) -> list[str]:
     """`["md,html", "junit"]` → `["md", "html", "junit"]`, without duplicates."""
     out: list[str] = []

@@ -6,6 +6,8 @@ rich's import time for them.
 
 from __future__ import annotations
 
+from policyrun.model import worst_status
+
 import sys
 from typing import TextIO
 
@@ -65,7 +67,7 @@ def _rich_table(trace: Trace, stream: TextIO) -> None:
 
 def _worst(trace: Trace) -> str:
     statuses = {p.status for p in trace.phases}
-    return next((s for s in ("FAIL", "BLOCKED", "STOPPED") if s in statuses), "PASS")
+    return worst_status(statuses)
 
 
 def print_trace(trace: Trace, *, stream: TextIO | None = None, quiet: bool = False, as_json: bool = False) -> None:

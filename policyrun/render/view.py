@@ -15,6 +15,7 @@ from typing import Any
 
 from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
+from policyrun.model import worst_status
 from policyrun.trace import CheckRecord, PhaseRecord, Read, Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
@@ -333,7 +334,7 @@ def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[s
         "facts_sha256": trace.facts_sha256,
         "verdict": trace.verdict.model_dump(mode="json"),
         "exit_code": trace.exit_code,
-        "worst": next((s for s in ("FAIL", "BLOCKED", "STOPPED") if counts[s]), "PASS"),
+        "worst": worst_status(s for s in counts if counts[s]),
         "counts": counts,
         "total": len(trace.phases),
         "inputs": [{"name": k, "value": format_value(v, None)} for k, v in sorted(trace.inputs.items())],
