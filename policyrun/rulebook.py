@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from policyrun.errors import Finding, Location, RulebookError, UsageError
-from policyrun.locate import display_name, resolve_ref, shipped_dir, shipped_rulebooks  # noqa: F401
+from policyrun.locate import display_name, resolve_ref, shipped_dir, shipped_rulebooks
 from policyrun.model import Rulebook
 from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from policyrun.errors import RulebookError, UsageError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts, merge_facts
 from policyrun.model import Status
-from policyrun.rulebook import LoadedRulebook, resolve_ref, validation_findings
+from policyrun.locate import resolve_ref
+from policyrun.rulebook import LoadedRulebook, validation_findings
 from policyrun.trace import Trace
 from policyrun.yamlsource import load_yaml_file
 
