@@ -91,7 +91,8 @@ def _in_child(code: str, *, timeout: float = 60, prefix: list[str] | None = None
         "        out = {'value': get(kind).run(params, ProbeContext(base_dir=base, timeout_s=timeout_s)).value}\n"
         "    except ProbeError as exc:\n"
         "        out = {'code': exc.code, 'message': exc.message}\n"
-        "    out['max_rss_kib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        # VmHWM: this process's peak resident memory (ru_maxrss would include the forking parent's)
+        "    out['max_rss_kib'] = int(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))\n"
         "    print(json.dumps(out))\n"
         + code
     )
