@@ -253,6 +253,7 @@ class PathRead:
     node_id: int  # the node of the full path (its position is where the path ends)
     root_id: int  # the identifier node (its position is where the path starts)
     dynamic: bool = False  # followed by an index that is not a constant: the path's whole value is read
+    test_only: bool = False  # the path is a `has(...)` presence test
 
     @property
     def path(self) -> str:
@@ -290,7 +291,8 @@ def variable_reads(ast: CheckedAst, roots: frozenset[str]) -> list[PathRead]:
         if found is not None:
             parts, ident = found
             if parts[0] in roots and parts[0] not in shadowed:
-                out.append(PathRead(tuple(parts), node.id, ident.id))
+                out.append(PathRead(tuple(parts), node.id, ident.id, test_only=node.kind == "select"
+                                    and node.test_only))
             return
         if node.kind == "call" and node.name in ("_[_]", "_[?_]") and len(node.args) == 2:
             inner = _path_of(node.args[0])

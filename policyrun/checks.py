@@ -258,6 +258,11 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             sink.add(exc.code, f"{exc.message} ({at} of `{site.source.strip()}`)", where,
                      node=node_path_text(site.path))
             continue
+        for probe in sorted(compiled.fact_status):
+            used_probes.add(probe)
+            if probe not in model.probes:
+                _ref(rb, sink, site, f"facts.{probe}", "L003", f"asks about facts.{probe}, but no probe {probe!r} is "
+                     f"declared{_hint(probe, list(model.probes))}")
         if "violations" in compiled.roots and not site.violations:
             _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only an evidence check, message "
                  "or next action of an evidence with a `violations:` list can read")

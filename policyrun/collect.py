@@ -407,11 +407,16 @@ class _Collection:
         raw = spec.with_
         variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
                      "derived": {}}
-        derived_problem = self.derive_for(raw, variables)
+        from policyrun.functions.factstatus import fact_status
+
+        status = {pid: (f.error.code if f.error is not None else None) for pid, f in self.facts.items()}
+        with fact_status(status):
+            derived_problem = self.derive_for(raw, variables)
         if derived_problem is not None:
             return "dependency.failed", derived_problem, raw
         try:
-            shown = interpolate(raw, variables)
+            with fact_status(status):
+                shown = interpolate(raw, variables)
         except (InterpolationError, ExprError) as exc:
             expr = getattr(exc, "expression", "")
             return ("params.interpolation",

@@ -50,6 +50,8 @@ class Compiled:
     facts: frozenset[str] = frozenset()  # probe ids read as `facts.<id>...`
     derived: frozenset[str] = frozenset()  # derived ids read as `derived.<id>...`
     reads_all_facts: bool = False  # `facts[x]` with a computed key: bind every fact
+    fact_status: frozenset[str] = frozenset()  # probe ids asked about with failed()/error_code()
+    strict_facts: frozenset[str] = frozenset()  # probe ids tested with has(facts.x): must be present
 
     def fact_ids(self) -> frozenset[str]:
         """Probe ids whose facts this expression reads (`facts.<id>...`)."""
@@ -136,14 +138,56 @@ def compile_expr(source: str) -> Compiled:
     except RuntimeError as exc:
         raise _parse_cel_error(str(exc)) from None
     serialized = program.serialize()
-    reads = [r for r in variable_reads(parse_serialized(serialized), _ROOTS)]
+    tree = parse_serialized(serialized)
+    rewritten, status = _fact_status_sugar(source, tree)
+    if rewritten != source:
+        # failed(facts.x) / error_code(facts.x) ask about a fact without reading it: compiled as
+        # failed('x'), so the argument is never evaluated and is not a read of facts.x.
+        program = _env().compile(rewritten)
+        tree = parse_serialized(program.serialize())
+    reads = [r for r in variable_reads(tree, _ROOTS)]
     parts = tuple(dict.fromkeys(r.parts for r in reads))
     paths = tuple(".".join(p) for p in parts)
     return Compiled(source, program, program.return_type().name(), serialized, paths, parts,
                     roots=frozenset(p[0] for p in parts),
                     facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
                     derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
-                    reads_all_facts=any(r.parts == ("facts",) for r in reads))
+                    reads_all_facts=any(r.parts == ("facts",) for r in reads),
+                    fact_status=frozenset(status),
+                    strict_facts=frozenset(r.parts[1] for r in reads if len(r.parts) == 2 and r.parts[0] == "facts"
+                                           and r.test_only))
+
+
+_STATUS_FUNCTIONS = ("failed", "error_code")
+_FACT_ARG = re.compile(r"facts\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(['\"])([^'\"\\]*)\2\s*\])")
+
+
+def _fact_status_sugar(source: str, tree: CheckedAst) -> tuple[str, set[str]]:
+    """The source with each `failed(facts.x)` / `error_code(facts.x)` argument replaced by 'x', and
+    the probe ids so asked about. Only arguments the syntax tree shows to be exactly a fact path
+    are rewritten (a string that looks like one is not)."""
+    spans: list[tuple[int, int, str]] = []
+    ids: set[str] = set()
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children())
+        if node.kind != "call" or node.name not in _STATUS_FUNCTIONS or node.target is not None \
+                or len(node.args) != 1:
+            continue
+        reads = variable_reads(CheckedAst(node.args[0], tree.positions, tree.line_offsets, {}), frozenset({"facts"}))
+        if len(reads) != 1 or len(reads[0].parts) != 2 or reads[0].node_id != node.args[0].id:
+            continue
+        start = tree.offset(reads[0].root_id)
+        m = _FACT_ARG.match(source, start)
+        probe = reads[0].parts[1]
+        if m is None or (m.group(1) or m.group(3)) != probe:
+            continue
+        spans.append((m.start(), m.end(), probe))
+        ids.add(probe)
+    for start, end, probe in sorted(spans, reverse=True):
+        source = source[:start] + repr(probe) + source[end:]
+    return source, ids
 
 
 def compile_condition(source: str) -> Compiled:

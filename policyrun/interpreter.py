@@ -29,6 +29,7 @@ from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
 from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr, evaluate, interpolate_text,
                             is_missing, lookup, make_activation)
 from policyrun.facts import FactsSnapshot
+from policyrun.functions.factstatus import fact_status
 from policyrun.model import MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
@@ -99,10 +100,16 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes)
+        with fact_status(fact_status_of(facts)):
+            return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes)
     finally:
         if enabled:
             gc.enable()
+
+
+def fact_status_of(facts: FactsSnapshot) -> dict[str, str | None]:
+    """What failed()/error_code() answer: each fact's error code, None when it was collected."""
+    return {pid: (f.error.code if f.error is not None else None) for pid, f in facts.facts.items()}
 
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
@@ -426,15 +433,20 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
         reads.append(rec)
     fact_ids = sorted(compiled.fact_ids() | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     missing = [r for r in reads if r.get("missing")]
-    if missing:
-        # One line per missing fact or derived value, however many of its fields are read.
-        by_root: dict[str, str] = {}
-        for r in missing:
-            root = ".".join(r["path"].split(".")[:2])
-            by_root.setdefault(root, r.get("error") or "not collected")
-        why = "; ".join(f"{root}: {err}" for root, err in by_root.items())
-        return compiled, reads, fact_ids, (f"missing fact {why}", False)
+    # A presence test of a whole fact (`has(facts.x)`) must not turn a failed probe into false:
+    # failed(facts.x) is the way to ask. Other missing reads are decided by evaluation (below).
+    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")):
+        return compiled, reads, fact_ids, (_missing_message(missing), False)
     return compiled, reads, fact_ids, None
+
+
+def _missing_message(missing: list[Rec]) -> str:
+    """One line per missing fact or derived value, however many of its fields are read."""
+    by_root: dict[str, str] = {}
+    for r in missing:
+        root = ".".join(r["path"].split(".")[:2])
+        by_root.setdefault(root, r.get("error") or "not collected")
+    return "missing fact " + "; ".join(f"{root}: {err}" for root, err in by_root.items())
 
 
 def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) -> Any:
@@ -464,6 +476,12 @@ def _run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | 
         return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
     outcome = _eval(ctx, compiled, violations)
     if not outcome.ok:
+        # Missing facts are absent from the binding, so a decision that needed one fails to
+        # evaluate: fail closed, naming the missing facts. A decision that did not need them (the
+        # other branch of ?:, a side of && or || that decided alone) stands.
+        missing = [r for r in reads if r.get("missing")]
+        if missing and outcome.kind in ("missing_key", "error"):
+            return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing))
         message, error = _failure(ctx, key, outcome)
         return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
     if not isinstance(outcome.value, bool):
@@ -481,6 +499,9 @@ def _run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
     # Derived values are computed before the shared activation exists (it holds them).
     outcome = evaluate(compiled, ctx.variables) if ctx.activation is None else _eval(ctx, compiled, None)
     if not outcome.ok:
+        missing = [r for r in reads if r.get("missing")]
+        if missing and outcome.kind in ("missing_key", "error"):
+            return ValueOutcome(None, reads, fact_ids, _missing_message(missing))
         message, error = _failure(ctx, key, outcome)
         return ValueOutcome(None, reads, fact_ids, message, error)
     return ValueOutcome(outcome.value, reads, fact_ids)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.functions import lists, paths, regex, rows, versions
+from policyrun.functions import factstatus, lists, paths, regex, rows, versions
 from policyrun.functions.base import UNKNOWN_MARKER, FunctionError, check_bounds, fail
 
 # CEL type names an overload may use. A parameter is never "dyn": the binding's dispatcher never
@@ -213,6 +213,15 @@ LIBRARY: tuple[Function, ...] = (
              "whole match.",
              "O(len) (RE2)", "'v0.26.0 and v0.27.0'.find_all('v([0-9.]+)')", ["0.26.0", "0.27.0"], _REGEX),
 
+    Function("failed", (sig("probe: string -> bool"),), factstatus.failed,
+             "Whether a probe's fact is missing (its probe failed, was refused or did not run), without "
+             "reading it: `failed(facts.gpu)` is written with the fact and compiled to `failed('gpu')`. "
+             "A check that only asks whether a fact failed is not UNKNOWN when it did.",
+             "O(1)", "failed('gpu') ? 'no NVIDIA GPU' : 'GPU present'", "no NVIDIA GPU", _CONTROL),
+    Function("error_code", (sig("probe: string -> dyn"),), factstatus.error_code,
+             "A probe's error code (`nvml.library_not_found`, `refused.permission`, `not_collected` when "
+             "it did not run), or null when its fact was collected: `error_code(facts.gpu)`.",
+             "O(1)", "error_code('gpu') == 'not_collected'", True, _CONTROL),
     Function("unknown", (sig("reason: string -> dyn"),), unknown,
              "Never returns: the check that evaluates it is UNKNOWN with this reason (never true, never "
              "an evaluation error). Its type is dyn, so it fits where a bool is expected.",
