@@ -67,7 +67,7 @@ def now_utc() -> str:
 
 
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
-             timestamp: bool = True, notes: dict[str, Any] | None = None) -> Trace:
+             timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False) -> Trace:
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
     from policyrun.guard import run_guarded
 
@@ -77,5 +77,5 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     facts.values()  # computed before the guard forks, so the evaluation child only reads it
     records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
                                                    rulebook_ref=ref, locations=locations, generated_at=stamp,
-                                                   notes=notes))
+                                                   notes=notes, fail_on_warn=fail_on_warn))
     return Trace.model_validate(records)

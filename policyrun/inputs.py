@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         raise bad("a string")
+    if spec.type == "enum":
+        allowed = spec.values or []
+        text = str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+        if text is not None and text in allowed:
+            return text
+        hint = difflib.get_close_matches(text or "", allowed, n=1)
+        raise UsageError(f"input {name!r} must be one of {', '.join(allowed)}, got {value!r}"
+                         + (f"; did you mean {hint[0]!r}?" if hint else ""), code="U004")
     if spec.type == "int":
         if isinstance(value, bool):
             raise bad("an integer")
@@ -118,6 +127,11 @@ def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Pa
         if name in given:
             value, from_text = given[name]
             bound[name] = coerce(name, spec, value, from_text=from_text)
+        elif spec.env is not None and os.environ.get(spec.env, "") != "":
+            try:
+                bound[name] = coerce(name, spec, os.environ[spec.env], from_text=True)
+            except UsageError as exc:
+                raise UsageError(f"{exc.message} (from environment variable {spec.env})", code=exc.code) from None
         elif spec.default is not None:
             bound[name] = coerce(name, spec, spec.default, from_text=False)
         elif spec.required:
@@ -125,7 +139,7 @@ def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Pa
         else:
             bound[name] = None
     if missing:
-        flags = " ".join(f"--set {m}=..." for m in missing)
+        flags = " ".join(f"--set {m}=..." + (f" (or ${declared[m].env})" if declared[m].env else "") for m in missing)
         raise UsageError(f"missing required input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}; "
                          f"pass {flags}", code="U005")
     return bound

@@ -30,12 +30,12 @@ from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr
                             is_missing, lookup, make_activation)
 from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
-from policyrun.model import MissingPolicy, Phase, Rulebook, on_missing_for
+from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
 Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
 
-SEVERITY = {"FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
+SEVERITY = {"WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 _MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha256 pins them
 # Roots whose value changes while phases are evaluated, so expressions reading them are bound
 # per evaluation instead of through the shared activation.
@@ -84,15 +84,17 @@ class ValueOutcome:
 
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
-                      generated_at: str | None = None, notes: Mapping[str, Any] | None = None) -> Trace:
+                      generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
+                      fail_on_warn: bool = False) -> Trace:
     return Trace.model_validate(evaluate_records(rulebook, mode=mode, inputs=inputs, facts=facts,
                                                  rulebook_ref=rulebook_ref, locations=locations,
-                                                 generated_at=generated_at, notes=notes))
+                                                 generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn))
 
 
 def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                      rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
-                     generated_at: str | None = None, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
+                     fail_on_warn: bool = False) -> dict[str, Any]:
     """The trace as plain data (validated into `Trace` by the caller): cheap to pass from the
     guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
@@ -101,7 +103,8 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     gc.disable()
     try:
         with fact_status(fact_status_of(facts)):
-            return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes)
+            return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
+                             fail_on_warn)
     finally:
         if enabled:
             gc.enable()
@@ -114,7 +117,7 @@ def fact_status_of(facts: FactsSnapshot) -> dict[str, str | None]:
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
-              notes: Mapping[str, Any] | None) -> dict[str, Any]:
+              notes: Mapping[str, Any] | None, fail_on_warn: bool) -> dict[str, Any]:
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
     phases_var: dict[str, dict[str, Any]] = {}
     fact_values = facts.values()
@@ -135,7 +138,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
         by_id[phase.id] = record
         phases_var[phase.id] = {"status": record["status"], "reason": record["reason"]}
     _next_actions(ctx, records, selected)
-    exit_code = _exit_code(records, selected)
+    exit_code = _exit_code(records, selected, fail_on_warn)
     verdict = _verdict(ctx, records, exit_code)
     backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
     backing |= {pid for d in derived for pid in d["facts"]}
@@ -144,7 +147,8 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     return {
         "generated_at": generated_at, "rulebook": rulebook_ref.model_dump(), "mode": mode, "inputs": dict(inputs),
         "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "derived": derived, "phases": records,
-        "verdict": verdict, "exit_code": exit_code, "provenance": dict(sorted(provenance.items())),
+        "verdict": verdict, "exit_code": exit_code, "fail_on_warn": fail_on_warn,
+        "provenance": dict(sorted(provenance.items())),
         **(notes or {})}
 
 
@@ -311,7 +315,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
         return record(status, f"evidence {', '.join(failing)}", checks, worst[1]["message"],
                       _check_next(ctx, worst[2]))
-    unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN"]
+    unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]]
     reason = "all evidence satisfied" if not unknown else \
         f"evidence satisfied; UNKNOWN allowed in mode {ctx.mode}: {', '.join(unknown)}"
     return record("PASS", reason, checks)
@@ -390,12 +394,13 @@ def _check_next(ctx: EvalContext, template: str | None) -> str | None:
 def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> str | None:
     """Why an earlier required phase keeps this one from starting, or None."""
     if phase.requires is None:
-        required = [pid for pid in done if sel.phases.get(pid) is None]
+        independent = ctx.rulebook.modes[ctx.mode].gating == "independent"
+        required = [] if independent else [pid for pid in done if sel.phases.get(pid) is None]
     else:
         required = [pid for pid in phase.requires if pid in done]
     for pid in required:
         status, reason = done[pid]["status"], done[pid]["reason"]
-        if status == "PASS":
+        if status in PASSING:
             continue
         if status == "SKIPPED" and sel.phases.get(pid) is not None:
             continue  # deliberately not run in this mode; nothing to wait for
@@ -568,9 +573,10 @@ def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
 
 def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
     status, pid = rec["status"], rec["phase"]
-    if status == "PASS":
+    if status in PASSING:
         later = runnable[runnable.index(pid) + 1:] if pid in runnable else []
-        return f"proceed to {later[0]}" if later else f"none: mode {ctx.mode} is complete"
+        caveat = " (after reading its warnings)" if status == "WARN" else ""
+        return f"proceed to {later[0]}{caveat}" if later else f"none: mode {ctx.mode} is complete{caveat}"
     if status == "SKIPPED":
         if sel.phases.get(pid) is not None:
             return f"none in mode {ctx.mode}"
@@ -583,11 +589,18 @@ def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Select
     return f"resolve {pid}'s blocker, then evaluate again"
 
 
-def _exit_code(records: list[Rec], sel: Selection) -> int:
+def _exit_code(records: list[Rec], sel: Selection, fail_on_warn: bool = False) -> int:
+    """From the first selected phase that did not pass: 1 FAIL, 2 BLOCKED or STOPPED; a WARN
+    counts as a FAIL only with `--fail-on warn`."""
     for rec in records:
-        if sel.phases.get(rec["phase"]) is not None or rec["status"] in ("PASS", "SKIPPED"):
+        status = rec["status"]
+        if sel.phases.get(rec["phase"]) is not None or status in ("PASS", "SKIPPED"):
             continue
-        return EXIT_FAIL if rec["status"] == "FAIL" else EXIT_BLOCKED
+        if status == "WARN":
+            if fail_on_warn:
+                return EXIT_FAIL
+            continue
+        return EXIT_FAIL if status == "FAIL" else EXIT_BLOCKED
     return EXIT_OK
 
 
@@ -600,8 +613,11 @@ def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
         if outcome.result == "SATISFIED":
             return {"id": verdict.id, "summary": interpolate_text(verdict.summary, ctx.variables),
                     "expression": verdict.when, "conditions": tried}
+    warned = [r["phase"] for r in records if r["status"] == "WARN"]
     if exit_code == EXIT_OK:
-        return {"id": "complete", "summary": f"every phase of mode {ctx.mode} passed", "conditions": tried}
-    first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED"))
+        summary = f"every phase of mode {ctx.mode} passed" + (
+            f", with warnings in {', '.join(warned)}" if warned else "")
+        return {"id": "complete", "summary": summary, "conditions": tried}
+    first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED", "WARN"))
     return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}",
             "conditions": tried}

@@ -13,21 +13,25 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Status = Literal["PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED"]
-STATUSES: tuple[str, ...] = ("PASS", "FAIL", "BLOCKED", "STOPPED", "SKIPPED")
-# How bad a status is, for "worst" summaries (docs/semantics.md: STOPPED > BLOCKED > FAIL).
-SEVERITY: dict[str, int] = {"PASS": 0, "SKIPPED": 0, "FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
+Status = Literal["PASS", "WARN", "FAIL", "BLOCKED", "STOPPED", "SKIPPED"]
+STATUSES: tuple[str, ...] = ("PASS", "WARN", "FAIL", "BLOCKED", "STOPPED", "SKIPPED")
+# How bad a status is, for "worst" summaries (docs/semantics.md: STOPPED > BLOCKED > FAIL > WARN).
+SEVERITY: dict[str, int] = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
+# Statuses that let later phases start (a warning is reported, not a stop).
+PASSING: tuple[str, ...] = ("PASS", "WARN")
 
 
 def worst_status(statuses: Iterable[str]) -> str:
     """The most severe of the statuses; PASS when none is FAIL, BLOCKED or STOPPED."""
     worst = max(statuses, key=lambda s: SEVERITY.get(s, 0), default="PASS")
     return worst if SEVERITY.get(worst, 0) else "PASS"
-FailStatus = Literal["FAIL", "BLOCKED", "STOPPED"]
+FailStatus = Literal["WARN", "FAIL", "BLOCKED", "STOPPED"]
+StopStatus = Literal["FAIL", "BLOCKED", "STOPPED"]
 # What a check whose facts are missing becomes: UNKNOWN is tolerated (an evidence gap that is
 # recorded but does not stop PASS); the other values decide the phase status.
-MissingPolicy = Literal["UNKNOWN", "FAIL", "BLOCKED", "STOPPED"]
-InputType = Literal["string", "path", "int", "bool", "list"]
+MissingPolicy = Literal["UNKNOWN", "WARN", "FAIL", "BLOCKED", "STOPPED"]
+InputType = Literal["string", "path", "int", "bool", "list", "enum"]
+Gating = Literal["sequential", "independent"]
 
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 ModeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
@@ -42,7 +46,19 @@ class InputSpec(BaseModel):
     type: InputType = "string"
     required: bool = False
     default: Any = None
+    values: list[str] | None = Field(default=None, description="The allowed values of an `enum` input.")
+    env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                            description="Environment variable that supplies the value when no --set or "
+                                        "inputs file does (before `default`).")
     description: str = ""
+
+    @model_validator(mode="after")
+    def _enum_values(self) -> InputSpec:
+        if self.type == "enum" and not self.values:
+            raise ValueError("an enum input lists its allowed `values`")
+        if self.type != "enum" and self.values is not None:
+            raise ValueError("`values` is only for inputs of type enum")
+        return self
 
 
 class ModePhase(BaseModel):
@@ -63,6 +79,10 @@ class Mode(BaseModel):
                                          description="Side effects the mode allows, e.g. gpu_context, write_repos.")
     on_missing: MissingPolicy = Field(default="BLOCKED",
                                       description="Default for checks whose facts are missing in this mode.")
+    gating: Gating = Field(default="sequential",
+                           description="sequential: a phase that did not pass keeps every later phase from "
+                                       "starting; independent: phases gate only through explicit `requires` "
+                                       "(checklists that report every failure at once).")
 
     @field_validator("phases", mode="before")
     @classmethod
@@ -132,7 +152,7 @@ class StopCondition(BaseModel):
 
     id: Identifier | None = None
     when: Expression
-    status: FailStatus = "STOPPED"
+    status: StopStatus = "STOPPED"
     blocker: str
     on_missing: OnMissing | None = None
     next: str | None = Field(default=None, description="The next allowed action when this condition holds; "

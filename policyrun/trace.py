@@ -127,7 +127,9 @@ class Trace(BaseModel):
     derived: list[DerivedRecord] = Field(default_factory=list)
     phases: list[PhaseRecord]
     verdict: VerdictRecord
-    exit_code: int = Field(description="0 all required phases PASS, 1 FAIL, 2 BLOCKED or STOPPED.")
+    exit_code: int = Field(description="0 all required phases PASS (or WARN), 1 FAIL (or WARN with --fail-on "
+                                       "warn), 2 BLOCKED or STOPPED.")
+    fail_on_warn: bool = Field(default=False, description="Evaluated with --fail-on warn.")
     provenance: dict[str, Provenance] = Field(default_factory=dict,
                                               description="Provenance of every fact a check read, by probe id.")
 

@@ -10,11 +10,12 @@ The rules (docs/security.md repeats them):
 2. a check imposes a status only from a result that can: evidence and preconditions when
    UNSATISFIED or UNKNOWN, stop conditions when SATISFIED or UNKNOWN, mode selection when UNKNOWN;
    NOT_APPLICABLE and NOT_EVALUATED never;
-3. no check imposes a status more severe than its phase's (STOPPED > BLOCKED > FAIL > PASS,
+3. no check imposes a status more severe than its phase's (STOPPED > BLOCKED > FAIL > WARN > PASS,
    SKIPPED): a PASS phase has no check that imposed FAIL;
-4. a FAIL, BLOCKED or STOPPED phase has a check that imposed exactly that status, and a blocker;
+4. a WARN, FAIL, BLOCKED or STOPPED phase has a check that imposed exactly that status, and a blocker;
 5. the exit code agrees with the statuses: 0 only when no phase is FAIL, BLOCKED or STOPPED; 1 only
-   when some phase is FAIL; 2 only when some phase is BLOCKED or STOPPED; nothing else.
+   when some phase is FAIL (or WARN under --fail-on warn); 2 only when some phase is BLOCKED or
+   STOPPED; nothing else.
 
 They catch careless or partial edits, not forgery: a trace rewritten consistently passes. To know
 that a verdict is genuine, evaluate again from the facts (`evaluate --facts`) and `diff` the traces.
@@ -28,7 +29,7 @@ from policyrun.errors import Location, UsageError
 from policyrun.trace import Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
-SEVERITY = {"PASS": 0, "SKIPPED": 0, "FAIL": 1, "BLOCKED": 2, "STOPPED": 3}
+SEVERITY = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 # Results from which each kind of check may impose a status (rule 2).
 _MAY_IMPOSE = {"evidence": {"UNSATISFIED", "UNKNOWN"}, "precondition": {"UNSATISFIED", "UNKNOWN"},
                "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}}
@@ -50,7 +51,7 @@ def inconsistencies(trace: Trace) -> list[str]:
                 problems.append(f"{name}: {check.kind} {check.id} is {check.result} but imposed {check.outcome}")
             if SEVERITY.get(check.outcome or "", 0) > SEVERITY.get(phase.status, 0):
                 problems.append(f"{name} is {phase.status} but {check.kind} {check.id} imposed {check.outcome}")
-        if phase.status in FAILING:
+        if phase.status in (*FAILING, "WARN"):
             if not any(c.outcome == phase.status for c in imposed):
                 problems.append(f"{name} is {phase.status} but no check imposed {phase.status}")
             if not phase.blocker:
@@ -64,8 +65,9 @@ def _exit_code_problems(trace: Trace) -> list[str]:
     code = trace.exit_code
     if code == 0 and failing:
         return [f"exit_code 0 but phase {failing[0].phase} is {failing[0].status}"]
-    if code == 1 and not any(p.status == "FAIL" for p in failing):
-        return ["exit_code 1 but no phase is FAIL"]
+    if code == 1 and not any(p.status == "FAIL" for p in failing) and not (
+            trace.fail_on_warn and any(p.status == "WARN" for p in trace.phases)):
+        return ["exit_code 1 but no phase is FAIL (nor WARN under --fail-on warn)"]
     if code == 2 and not any(p.status in ("BLOCKED", "STOPPED") for p in failing):
         return ["exit_code 2 but no phase is BLOCKED or STOPPED"]
     if code not in (0, 1, 2):

@@ -220,3 +220,41 @@ def test_checked_in_schemas_match_models(which: str, capsys: pytest.CaptureFixtu
 def test_python_dash_m_entry_point() -> None:
     proc = subprocess.run([sys.executable, "-m", "policyrun", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("policyrun ")
+
+
+ENUM_ENV = """\
+policyrun: 1
+name: inputs-demo
+inputs:
+  backend: {type: enum, values: [cuda, rocm], env: DEMO_BACKEND, required: true}
+  model_dir: {type: path, env: DEMO_MODEL_DIR, default: /models}
+modes:
+  m: {phases: [A]}
+phases:
+  - id: A
+    evidence:
+      - {id: e, check: "inputs.backend == 'cuda' && inputs.model_dir != ''"}
+      - {id: w, check: "inputs.model_dir == '/models'", on_fail: WARN, message: "models from ${inputs.model_dir}"}
+"""
+
+
+def test_inputs_from_the_environment_enum_and_warn_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    rb = tmp_path / "rb.yaml"
+    rb.write_text(ENUM_ENV)
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"policyrun_facts": 1, "facts": {}}')
+    monkeypatch.delenv("DEMO_BACKEND", raising=False)
+    assert run("evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o")) == 3
+    assert "missing required input: backend; pass --set backend=... (or $DEMO_BACKEND)" in capsys.readouterr().err
+    monkeypatch.setenv("DEMO_BACKEND", "cuda")
+    monkeypatch.setenv("DEMO_MODEL_DIR", "/data/models")
+    assert run("evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o")) == 0  # WARN exits 0
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    assert trace["inputs"] == {"backend": "cuda", "model_dir": "/data/models"}
+    assert trace["phases"][0]["status"] == "WARN"
+    assert run("evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o"), "--fail-on", "warn") == 1
+    monkeypatch.setenv("DEMO_BACKEND", "cdua")
+    assert run("evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o")) == 3
+    assert "input 'backend' must be one of cuda, rocm, got 'cdua'; did you mean 'cuda'? (from environment " \
+           "variable DEMO_BACKEND)" in capsys.readouterr().err

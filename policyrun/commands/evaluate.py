@@ -25,6 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
+    p.add_argument("--fail-on", choices=["warn"], default=None,
+                   help="exit 1 when a phase ends WARN (default: warnings are reported and exit 0)")
     p.add_argument("--allow-stale-facts", action="store_true",
                    help="evaluate --facts collected with other probe kinds or parameters (recorded in the trace)")
     p.add_argument("--no-timestamp", action="store_true",
@@ -60,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         from policyrun.collect import collect
 
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
-    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes)
+    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
+                     fail_on_warn=args.fail_on == "warn")
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
     written = write_run(trace, formats, args.out, rulebook_templates=templates)

@@ -14,7 +14,7 @@ from typing import TextIO
 from policyrun.render.safetext import escape_controls, json_controls
 from policyrun.trace import Trace
 
-_STYLES = {"PASS": "bold green", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
+_STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
            "SKIPPED": "dim"}
 
 

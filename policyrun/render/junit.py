@@ -1,7 +1,8 @@
 """JUnit XML: one testcase per phase, so any CI test view shows the phase pipeline.
 
 Shape: the Jenkins/Surefire JUnit schema (tests/schemas/junit.xsd). PASS is a plain testcase,
-SKIPPED carries `<skipped message=reason>`, FAIL/BLOCKED/STOPPED carry
+SKIPPED carries `<skipped message=reason>`, WARN passes with a `status=WARN` property and its
+warnings in system-out, FAIL/BLOCKED/STOPPED carry
 `<failure message=blocker type=STATUS>` whose body lists the checks that decided the phase.
 Every testcase's `<system-out>` holds the workflow's phase record.
 """
@@ -73,6 +74,8 @@ def render_junit(trace: Trace) -> str:
         elif phase.status in FAILING:
             failure = ET.SubElement(case, "failure", message=_x(phase.blocker or phase.reason), type=phase.status)
             failure.text = _x(_failure_body(phase))
+        elif phase.status == "WARN":  # JUnit has no warning: a passing test case that says so
+            ET.SubElement(case, "properties").append(ET.Element("property", name="status", value="WARN"))
         ET.SubElement(case, "system-out").text = _x(_record(phase))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

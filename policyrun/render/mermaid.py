@@ -15,6 +15,7 @@ from policyrun.trace import Trace
 # fill, stroke, text colour per status; the HTML report uses the same palette.
 PALETTE: dict[str, tuple[str, str, str]] = {
     "PASS": ("#dafbe1", "#1a7f37", "#0f5323"),
+    "WARN": ("#fff8c5", "#9a6700", "#633c01"),
     "FAIL": ("#ffebe9", "#cf222e", "#82071e"),
     "BLOCKED": ("#fff1e5", "#bc4c00", "#762c00"),
     "STOPPED": ("#fbefff", "#8250df", "#512a97"),

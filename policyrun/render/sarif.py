@@ -24,7 +24,7 @@ from policyrun.trace import Trace
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning"}
-_PHASE_LEVELS = {"FAIL": "error", "BLOCKED": "error", "STOPPED": "error"}
+_PHASE_LEVELS = {"WARN": "warning", "FAIL": "error", "BLOCKED": "error", "STOPPED": "error"}
 
 
 def parse_location(text: str | None) -> Location | None:
@@ -126,7 +126,7 @@ def _phase_markdown(trace: Trace, phase_id: str) -> str:
 def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: Path | None = None) -> str:
     """A trace's non-PASS phases as results located at each phase in the rulebook.
 
-    FAIL, BLOCKED and STOPPED are errors (`kind: fail`); SKIPPED phases are recorded as
+    FAIL, BLOCKED and STOPPED are errors and WARN a warning (`kind: fail`); SKIPPED phases are recorded as
     `kind: notApplicable` with level `none`, which SARIF requires for non-failures.
     """
     if tool_version is None:
@@ -144,7 +144,7 @@ def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: P
         fallback = Location(fallback.file, 1, 1)
     results = []
     for i, (rid, phase) in enumerate(zip(rule_ids, phases, strict=True)):
-        failing = phase.status in FAILING
+        failing = phase.status in FAILING or phase.status == "WARN"
         result: dict[str, Any] = {
             "ruleId": rid, "ruleIndex": i,
             "kind": "fail" if failing else "notApplicable",

@@ -27,7 +27,7 @@ HARDWARE_FAMILIES = frozenset({"gpu"})
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _STACK_ROWS_PER_PROBE = 16
 
-STATUS_ICONS = {"PASS": "✅", "FAIL": "❌", "BLOCKED": "⛔", "STOPPED": "🛑", "SKIPPED": "⏭️"}
+STATUS_ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌", "BLOCKED": "⛔", "STOPPED": "🛑", "SKIPPED": "⏭️"}
 RESULT_ICONS = {"SATISFIED": "✓", "UNSATISFIED": "✗", "UNKNOWN": "?", "NOT_APPLICABLE": "–",
                 "NOT_EVALUATED": "·"}
 
