@@ -219,6 +219,15 @@ def test_toolchain_timeout_kills_the_whole_process_group(tmp_path: Path) -> None
     assert _dead(int(pid_file.read_text()))
 
 
+def test_stack_returns_when_a_daemon_it_left_holds_the_pipe(tmp_path: Path) -> None:
+    exe = tmp_path / "python-daemon"
+    exe.write_text("#!/bin/sh\nsetsid sleep 8 &\necho '{}'\n")  # the daemon leaves the process group
+    exe.chmod(0o755)
+    start = time.monotonic()
+    v = _value("python.stack", {"python": str(exe), "pip_check": False}, tmp_path, timeout_s=20)
+    assert v["interpreter"] == str(exe) and time.monotonic() - start < 5
+
+
 # --- git: no program named by a repository's configuration runs ---------------------------------
 
 def test_filter_clean_never_runs(repo: GitRepo, tmp_path: Path) -> None:

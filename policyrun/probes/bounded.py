@@ -173,10 +173,14 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _exited(pid: int) -> bool:
-    """Whether the child has exited, without reaping it (its pid keeps naming the process group)."""
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has exited; without reaping it where the OS allows (its pid then keeps
+    naming the process group until policyrun has killed what is left in it)."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # macOS before Python 3.13
+        return proc.poll() is not None
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
 
@@ -218,13 +222,18 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float, m
         if proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        grace: float | None = None  # once the child has exited: how long its pipes may stay open
         while sel.get_map():
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if grace is not None and now > grace:
+                break  # something that left the process group holds the pipes: what the child wrote is read
+            remaining = deadline - now
             if remaining <= 0:
                 raise ChildTimeout
             events = sel.select(min(remaining, 0.2))
-            if not events and _exited(proc.pid):
+            if not events and grace is None and _exited(proc):
                 _kill_group(proc.pid)  # the child is gone; a grandchild still holds the pipes
+                grace = time.monotonic() + 1.0
             for key, _ in events:
                 fd = int(key.fd)
                 if fd in buffers:
