@@ -862,9 +862,9 @@ class ShowProbe(GitProbe):
         rev, file = params.get("rev", "HEAD"), params["file"].lstrip("/")
         (commit,) = resolve_commits(repo, [rev])
         limit = params.get("max_bytes", 1048576)
-        proc = repo.run(["cat-file", "--batch"], stdin=f"{commit}:{file}\n".encode())
-        header, _, body = proc.stdout.partition(b"\n")
-        parts = header.decode(errors="replace").split()
+        # --batch-check first: a blob over max_bytes (a 5 GB one) is refused without being read.
+        check = repo.run(["cat-file", "--batch-check"], stdin=f"{commit}:{file}\n".encode())
+        parts = check.stdout.decode(errors="replace").split()
         if parts[-1] == "missing" or len(parts) != 3:
             raise ProbeError("git.missing_object", f"{file} does not exist at {rev} ({commit[:12]}) in {repo.root}",
                              commands=repo.commands)
@@ -875,7 +875,7 @@ class ShowProbe(GitProbe):
         if size > limit:
             raise ProbeError("file.too_large", f"{file} at {rev} is {size} bytes, over max_bytes={limit}",
                              commands=repo.commands)
-        data = body[:size]
+        data = repo.run(["cat-file", "blob", blob]).stdout[:size]
         try:
             content: str | None = data.decode("utf-8")
         except UnicodeDecodeError:
