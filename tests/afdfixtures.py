@@ -1,26 +1,37 @@
 """Fixture repositories for the flagship rulebook, built with git in a folder you choose.
 
-They mimic the real layout closely enough that the real probes have something to find:
+They follow the real afd-plugin's conventions (/work/shared/corpus/afd-plugin.bundle) closely
+enough that the rulebook's Python-aware probes meet what they meet there:
 
-* an upstream "vllm" repository with annotated release tags `v0.26.1` and `v0.27.0`; between them
-  a module the plugin imports is renamed (`vllm/attention/layer.py`), one is deleted
-  (`vllm/v1/worker/worker_base.py`), two are modified, PyTorch moves from 2.8.0 to 2.9.0 in
-  `requirements/cuda.txt`, and unrelated files change too. A moving branch `main` is one commit
-  past the target tag.
-* the AFD plugin pinned to vLLM 0.26.1 (pyproject, uv.lock, TARGET_VLLM_VERSION, a runtime version
-  check), with a compatibility-patch package whose files carry PATCH START/END markers and patch
-  comments, a copied upstream method outside the patches package, a README and a GPU guide that
-  claim the supported runtime *and* mention older versions as history, and an earlier lesson.
-  `post=True` adds the implementation commits on top: pins, annotations, imports and docs moved
-  to 0.27.0, plus the new lesson.
+* an upstream "vllm" repository with annotated release tags `v0.26.1` and `v0.27.0`. Between them
+  `vllm/attention/layer.py` is renamed (to `vllm/attention/layers/attention.py`),
+  `vllm/v1/worker/worker_base.py` deleted, `set_forward_context` gains a parameter (a patched
+  signature changes), `IntermediateTensors` moves from `vllm/sequence.py` to `vllm/v1/outputs.py`
+  (the old module re-exports it), `vllm/config/compilation.py` changes (the plugin reaches it only
+  through `vllm/config/__init__.py`'s re-export), the engine core, the model runner and the ubatch
+  wrapper change, `requirements/cuda.txt` moves PyTorch 2.8.0 → 2.9.0, and unrelated files change
+  too. A moving branch `main` is one commit past the target tag.
+* the AFD plugin pinned to vLLM 0.26.1: `vllm==0.26.1` in pyproject's optional extra and a uv.lock
+  entry; `TARGET_VLLM_VERSION: Final[str]` in `afd_plugin/compat/vllm.py` (re-exported by
+  `afd_plugin/compat/__init__.py`) with runtime checks
+  (`_parse_release(installed) == _parse_release(TARGET_VLLM_VERSION)`,
+  `version_text.startswith(TARGET_VLLM_VERSION)`); patch modules whose docstrings name
+  ``vllm.x.y.symbol``; `# ### PATCH START: <label>` / `# ### PATCH END: <label>` regions inside
+  functions, documented by `# Patch reason:` / `# Patch functionality:` / `# Signature:` /
+  `# Upstream: vLLM v0.26.1, vllm/...py` comment blocks; multi-line `from vllm.x import (...)`,
+  `import vllm.x as m`, `from vllm.pkg import submodule`, TYPE_CHECKING imports; an Ascend
+  CMakeLists.txt that is not GPU code; a README and docs with general, GPU and NPU support claims
+  and a historical record; an earlier lesson. `post=True` adds the implementation commits on top
+  (pins, constant, imports, annotations and GPU docs moved to 0.27.0; NPU docs left alone), plus
+  the new lesson.
 
 Every commit and tag has a fixed author, committer and date, so the SHAs are the same on every
 machine; the examples under examples/ and the rulebook's test snapshots rely on that.
 
 `python -m tests.afdfixtures snapshots` regenerates rulebooks/tests/*.facts.json and
-`python -m tests.afdfixtures examples [NAME ...] [--machine FACTS.json]` regenerates examples/*/facts.json,
-their inputs and evidence files (with --machine, the final-* scenarios take the GPU, stack, toolchain
-and clean-up facts from a real snapshot, matched by probe kind).
+`python -m tests.afdfixtures examples [NAME ...]` regenerates examples/*/facts.json, their inputs
+and evidence files (final-h200-one-gpu takes its machine facts from examples/h200/facts.json, a
+real node; `--machine FACTS.json` does the same for the other final-* scenarios).
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ TARGET_TAG = f"v{TARGET_VERSION}"
 STABLE_AFD = "/srv/afd-plugin"
 STABLE_VLLM = "/srv/vllm"
 STABLE_PYTHON = "/srv/venvs/afd-cu128/bin/python"
+H200_FACTS = REPO_ROOT / "examples" / "h200" / "facts.json"
 
 
 # --- git, deterministically ------------------------------------------------------------------------
@@ -128,73 +140,131 @@ def _pyfile(doc: str, body: str) -> str:
     return f'"""{doc}"""\n\n{body.strip()}\n'
 
 
-_RUNNER_V1 = _pyfile("GPU model runner.", """
-class GPUModelRunner:
-    def __init__(self, vllm_config, device):
+_FORWARD_CONTEXT = _pyfile("Forward context shared by the model's layers.", """
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class DPMetadata:
+    num_tokens: int
+
+    @staticmethod
+    def make(vllm_config, num_tokens):
+        return DPMetadata(num_tokens or 0)
+
+
+@dataclass
+class ForwardContext:
+    attn_metadata: Any
+    virtual_engine: int
+    dp_metadata: DPMetadata | None = None
+
+
+_forward_context: ForwardContext | None = None
+
+
+@contextmanager
+def set_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=None):
+    global _forward_context
+    prev = _forward_context
+    dp_metadata = DPMetadata.make(vllm_config, num_tokens)
+    _forward_context = ForwardContext(attn_metadata, virtual_engine, dp_metadata)
+    try:
+        yield
+    finally:
+        _forward_context = prev
+""")
+
+_FORWARD_CONTEXT_V2 = (_FORWARD_CONTEXT
+                       .replace("    dp_metadata: DPMetadata | None = None\n",
+                                "    dp_metadata: DPMetadata | None = None\n    batch_descriptor: Any = None\n")
+                       .replace("virtual_engine=0, num_tokens=None):",
+                                "virtual_engine=0, num_tokens=None, batch_descriptor=None):")
+                       .replace("ForwardContext(attn_metadata, virtual_engine, dp_metadata)",
+                                "ForwardContext(attn_metadata, virtual_engine, dp_metadata, batch_descriptor)"))
+
+_COMPILATION = _pyfile("Compilation and CUDA graph configuration.", """
+import enum
+from dataclasses import dataclass
+
+
+class CUDAGraphMode(enum.Enum):
+    NONE = 0
+    PIECEWISE = 1
+    FULL = 2
+    FULL_DECODE_ONLY = 3
+
+
+@dataclass
+class CompilationConfig:
+    cudagraph_mode: CUDAGraphMode = CUDAGraphMode.PIECEWISE
+    cudagraph_num_of_warmups: int = 1
+""")
+
+_ENGINE_CORE = _pyfile("The engine core: schedules requests and drives the model executor.", """
+from vllm.config import VllmConfig
+
+
+class EngineCore:
+    def __init__(self, vllm_config: VllmConfig, executor_class, log_stats: bool, executor_fail_callback=None):
         self.vllm_config = vllm_config
+        self.log_stats = log_stats
+        self.model_executor = executor_class(vllm_config)
+        self.scheduler = None
+
+    def shutdown(self):
+        self.model_executor.shutdown()
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+
+
+class EngineCoreProc(EngineCore):
+    def run_busy_loop(self):
+        while True:
+            self.step()
+""")
+
+_MODEL_RUNNER = _pyfile("GPU model runner.", """
+from vllm.config import CUDAGraphMode, VllmConfig
+
+
+class GPUModelRunner:
+    def __init__(self, vllm_config: VllmConfig, device):
+        self.vllm_config = vllm_config
+        self.compilation_config = vllm_config.compilation_config
         self.device = device
 
     def execute_model(self, scheduler_output, intermediate_tensors=None):
-        hidden = self._forward(scheduler_output, intermediate_tensors)
-        return self._sample(hidden)
-
-    def _forward(self, scheduler_output, intermediate_tensors):
         return scheduler_output
 
-    def _sample(self, hidden):
-        return hidden
+    def _dummy_run(self, num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE):
+        return num_tokens
+
+    def _warmup_and_capture(self, desc, cudagraph_runtime_mode, num_warmups=None):
+        for _ in range(num_warmups or 1):
+            self._dummy_run(desc)
+        self._dummy_run(desc, cudagraph_runtime_mode)
 """)
 
-_RUNNER_V2 = _RUNNER_V1.replace(
-    "    def execute_model(self, scheduler_output, intermediate_tensors=None):\n"
-    "        hidden = self._forward(scheduler_output, intermediate_tensors)\n",
-    "    def execute_model(self, scheduler_output, intermediate_tensors=None, ubatch_slices=None):\n"
-    "        # ubatch_slices: dual-batch overlap is now planned by the runner itself.\n"
-    "        hidden = self._forward(scheduler_output, intermediate_tensors)\n")
+_UBATCH_WRAPPER = _pyfile("Dual-batch overlap: two micro-batches on two threads.", """
+import threading
 
-_ATTENTION = _pyfile("Attention layer.", """
-class Attention:
-    def __init__(self, num_heads, head_size, scale, num_kv_heads=None):
-        self.num_heads = num_heads
-        self.head_size = head_size
-        self.scale = scale
-        self.num_kv_heads = num_kv_heads or num_heads
 
-    def forward(self, query, key, value):
-        return query
+class UBatchWrapper:
+    def __init__(self, runnable):
+        self.runnable = runnable
+        self.ready = threading.Event()
+
+    def _run_ubatches(self, ubatch_metadata, model):
+        results = []
+        for metadata in ubatch_metadata:
+            results.append(model(metadata))
+        return results
 """)
 
-_SCHEDULER_V1 = _pyfile("The V1 scheduler.", """
-class Scheduler:
-    def __init__(self, vllm_config, kv_cache_config):
-        self.vllm_config = vllm_config
-        self.kv_cache_config = kv_cache_config
-
-    def schedule(self):
-        return []
-""")
-
-_UPSTREAM_V1 = {
-    "README.md": "# vLLM\n\nA high-throughput and memory-efficient inference engine.\n",
-    "pyproject.toml": '[project]\nname = "vllm"\ndynamic = ["version"]\n',
-    "requirements/cuda.txt": "# CUDA build requirements\nray[cgraph]>=2.48.0\ntorch==2.8.0\ntorchaudio==2.8.0\n",
-    "vllm/__init__.py": _pyfile("vLLM.", "from vllm.version import __version__\n"),
-    "vllm/version.py": '__version__ = "0.26.1"\n',
-    "vllm/config.py": _pyfile("Configuration.", "class VllmConfig:\n    pass\n"),
-    "vllm/attention/__init__.py": "",
-    "vllm/attention/layer.py": _ATTENTION,
-    "vllm/v1/__init__.py": "",
-    "vllm/v1/worker/__init__.py": "",
-    "vllm/v1/worker/gpu_model_runner.py": _RUNNER_V1,
-    "vllm/v1/worker/gpu_worker.py": _pyfile("GPU worker.", """
-from vllm.v1.worker.worker_base import WorkerBase
-
-
-class Worker(WorkerBase):
-    def init_device(self):
-        self.device = "cuda"
-"""),
-    "vllm/v1/worker/worker_base.py": _pyfile("Worker base class.", """
+_WORKER_BASE = _pyfile("Worker base class.", """
 class WorkerBase:
     def __init__(self, vllm_config, local_rank, rank, distributed_init_method):
         self.vllm_config = vllm_config
@@ -206,21 +276,96 @@ class WorkerBase:
 
     def load_model(self):
         raise NotImplementedError
+""")
+
+_UPSTREAM_V1: dict[str, str] = {
+    "README.md": "# vLLM\n\nA high-throughput and memory-efficient inference engine.\n",
+    "pyproject.toml": '[project]\nname = "vllm"\ndynamic = ["version"]\n',
+    "requirements/cuda.txt": ("# Dependencies for NVIDIA GPUs\nray[cgraph]>=2.48.0\ntorch==2.8.0\ntorchaudio==2.8.0\n"
+                              "torchvision==0.23.0\n# FlashInfer should be updated together with the Dockerfile\n"
+                              "flashinfer-python==0.3.1\n"),
+    "vllm/__init__.py": _pyfile("vLLM: a high-throughput and memory-efficient inference engine.",
+                                "from vllm.version import __version__\n\n__all__ = [\"__version__\"]\n"),
+    "vllm/version.py": f'__version__ = "{CURRENT_VERSION}"\n',
+    "vllm/config/__init__.py": _pyfile("vLLM configuration.", """
+from vllm.config.compilation import CompilationConfig, CUDAGraphMode
+from vllm.config.vllm import VllmConfig
+
+__all__ = ["CUDAGraphMode", "CompilationConfig", "VllmConfig"]
 """),
-    "vllm/v1/core/__init__.py": "",
-    "vllm/v1/core/sched/__init__.py": "",
-    "vllm/v1/core/sched/scheduler.py": _SCHEDULER_V1,
-    "vllm/distributed/__init__.py": "",
+    "vllm/config/compilation.py": _COMPILATION,
+    "vllm/config/vllm.py": _pyfile("The top-level configuration.", """
+from dataclasses import dataclass, field
+
+from vllm.config.compilation import CompilationConfig
+
+
+@dataclass
+class VllmConfig:
+    compilation_config: CompilationConfig = field(default_factory=CompilationConfig)
+    additional_config: dict = field(default_factory=dict)
+"""),
+    "vllm/forward_context.py": _FORWARD_CONTEXT,
+    "vllm/sequence.py": _pyfile("Sequence data and intermediate tensors between pipeline stages.", """
+from dataclasses import dataclass, field
+
+
+@dataclass
+class IntermediateTensors:
+    tensors: dict = field(default_factory=dict)
+"""),
+    "vllm/attention/__init__.py": "",
+    "vllm/attention/layer.py": _pyfile("Attention layer.", """
+class Attention:
+    def __init__(self, num_heads, head_size, scale, num_kv_heads=None):
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = scale
+        self.num_kv_heads = num_kv_heads or num_heads
+
+    def forward(self, query, key, value):
+        return query
+"""),
+    "vllm/distributed/__init__.py": _pyfile("Distributed state.",
+                                            "from vllm.distributed.parallel_state import get_tp_group\n"),
+    "vllm/distributed/parallel_state.py": _pyfile("Process groups.", """
+_TP = None
+
+
+def get_tp_group():
+    return _TP
+"""),
+    "vllm/distributed/kv_transfer/__init__.py": "",
+    "vllm/distributed/kv_transfer/kv_connector/__init__.py": "",
+    "vllm/distributed/kv_transfer/kv_connector/v1/__init__.py": "",
     "vllm/distributed/kv_transfer/kv_connector/v1/base.py": _pyfile("KV connector base.", """
 class KVConnectorBase_V1:
     def start_load_kv(self, forward_context, **kwargs):
         raise NotImplementedError
 """),
-    "vllm/model_executor/models/deepseek_v2.py": _pyfile("DeepSeek-V2.", """
-class DeepseekV2ForCausalLM:
-    def forward(self, input_ids, positions):
-        return input_ids
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/outputs.py": _pyfile("Model runner outputs.", """
+from dataclasses import dataclass
+
+
+@dataclass
+class ModelRunnerOutput:
+    req_ids: list
 """),
+    "vllm/v1/engine/__init__.py": "",
+    "vllm/v1/engine/core.py": _ENGINE_CORE,
+    "vllm/v1/worker/__init__.py": "",
+    "vllm/v1/worker/gpu_model_runner.py": _MODEL_RUNNER,
+    "vllm/v1/worker/gpu_ubatch_wrapper.py": _UBATCH_WRAPPER,
+    "vllm/v1/worker/gpu_worker.py": _pyfile("GPU worker.", """
+from vllm.v1.worker.worker_base import WorkerBase
+
+
+class Worker(WorkerBase):
+    def init_device(self):
+        self.device = "cuda"
+"""),
+    "vllm/v1/worker/worker_base.py": _WORKER_BASE,
     "vllm/entrypoints/openai/api_server.py": _pyfile("OpenAI-compatible server.", "def run_server():\n    pass\n"),
 }
 
@@ -235,16 +380,38 @@ def build_vllm(root: Path) -> VllmRepo:
     write(root, {"vllm/entrypoints/openai/api_server.py": _UPSTREAM_V1["vllm/entrypoints/openai/api_server.py"]
                  + "\n\ndef build_app():\n    pass\n"})
     git.commit("[Frontend] split app construction")
-    current = git.tag(CURRENT_TAG, "vLLM 0.26.1")
+    current = git.tag(CURRENT_TAG, f"vLLM {CURRENT_VERSION}")
 
-    # Target development: a rename, a deletion, behaviour changes, a PyTorch bump, noise.
+    # Target development: a rename, a deletion, a signature change, a move behind a re-export,
+    # behaviour changes, a PyTorch bump, noise.
     git.clock = _parse_day("2025-06-02")
     git("mv", "vllm/attention/layer.py", "vllm/attention/layers_attention_tmp.py")
     (root / "vllm/attention/layers").mkdir()
     git("mv", "vllm/attention/layers_attention_tmp.py", "vllm/attention/layers/attention.py")
     write(root, {"vllm/attention/layers/__init__.py": ""})
     git.commit("[Attention] move the attention layer into vllm/attention/layers/")
-    write(root, {"vllm/v1/worker/gpu_model_runner.py": _RUNNER_V2})
+    write(root, {"vllm/forward_context.py": _FORWARD_CONTEXT_V2})
+    git.commit("[Core] batch descriptors in the forward context")
+    write(root, {"vllm/config/compilation.py": _COMPILATION.replace(
+        "    FULL_DECODE_ONLY = 3\n", "    FULL_DECODE_ONLY = 3\n    FULL_AND_PIECEWISE = 4\n")})
+    git.commit("[CUDAGraph] FULL_AND_PIECEWISE mode")
+    write(root, {
+        "vllm/v1/outputs.py": _UPSTREAM_V1["vllm/v1/outputs.py"].replace(
+            "from dataclasses import dataclass\n",
+            "from dataclasses import dataclass, field\n") + "\n\n@dataclass\nclass IntermediateTensors:\n"
+                                                             "    tensors: dict = field(default_factory=dict)\n",
+        "vllm/sequence.py": _pyfile("Sequence data (IntermediateTensors lives in vllm.v1.outputs).", """
+from vllm.v1.outputs import IntermediateTensors
+
+__all__ = ["IntermediateTensors"]
+""")})
+    git.commit("[V1] move IntermediateTensors to vllm.v1.outputs")
+    write(root, {"vllm/v1/worker/gpu_model_runner.py": _MODEL_RUNNER.replace(
+        "    def execute_model(self, scheduler_output, intermediate_tensors=None):\n",
+        "    def execute_model(self, scheduler_output, intermediate_tensors=None, ubatch_slices=None):\n"),
+        "vllm/v1/worker/gpu_ubatch_wrapper.py": _UBATCH_WRAPPER.replace(
+            "        for metadata in ubatch_metadata:\n",
+            "        # Micro-batches now carry their own CUDA streams.\n        for metadata in ubatch_metadata:\n")})
     git.commit("[V1][DBO] plan micro-batches in the model runner")
     write(root, {"vllm/v1/worker/worker_base.py": None,
                  "vllm/v1/worker/gpu_worker.py": _pyfile("GPU worker.", """
@@ -259,20 +426,21 @@ class Worker:
 
     def load_model(self):
         pass
-""")})
+"""),
+                 "vllm/v1/engine/core.py": _ENGINE_CORE.replace(
+                     "        self.scheduler = None\n",
+                     "        self.scheduler = None\n        self.batch_queue = None\n")})
     git.commit("[V1][Worker] fold WorkerBase into Worker")
-    write(root, {"vllm/v1/core/sched/scheduler.py": _SCHEDULER_V1.replace(
-        "    def schedule(self):\n        return []\n",
-        "    def schedule(self):\n        # Requests now carry their own KV transfer parameters.\n        return []\n")})
-    git.commit("[Scheduler] carry kv_transfer_params on requests")
-    write(root, {"requirements/cuda.txt": _UPSTREAM_V1["requirements/cuda.txt"].replace("2.8.0", "2.9.0"),
-                 "vllm/version.py": '__version__ = "0.27.0"\n'})
+    write(root, {"requirements/cuda.txt": _UPSTREAM_V1["requirements/cuda.txt"].replace("2.8.0", "2.9.0")
+                 .replace("torchvision==0.23.0", "torchvision==0.24.0"),
+                 "vllm/version.py": f'__version__ = "{TARGET_VERSION}"\n'})
     git.commit("[Build] PyTorch 2.9.0")
     write(root, {"README.md": _UPSTREAM_V1["README.md"] + "\nSee the docs for supported hardware.\n"})
     git.commit("[Doc] README")
-    target = git.tag(TARGET_TAG, "vLLM 0.27.0")
-    write(root, {"vllm/config.py": _pyfile("Configuration.", "class VllmConfig:\n    seed = 0\n")})
-    main = git.commit("[Misc] default seed")
+    target = git.tag(TARGET_TAG, f"vLLM {TARGET_VERSION}")
+    write(root, {"vllm/entrypoints/openai/api_server.py": _UPSTREAM_V1["vllm/entrypoints/openai/api_server.py"]
+                 + "\n\ndef build_app():\n    return None\n"})
+    main = git.commit("[Misc] build_app returns the app")
     return VllmRepo(root, current, target, main)
 
 
@@ -286,256 +454,549 @@ class PluginRepo:
     commits: list[str] = field(default_factory=list)
 
 
-def _patch_comments(reason: str, functionality: str, signature: str, upstream: str) -> str:
-    return (f"# Reason: {reason}\n# Functionality: {functionality}\n# Signature: {signature}\n"
-            f"# Upstream source: {upstream}\n")
+_HEADER = "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the AFD plugin project\n"
 
 
-def _model_runner_patch(ref: str) -> str:
-    return f'''
-"""AFD patch of GPUModelRunner.execute_model: the FFN role skips sampling."""
-
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-{_patch_comments("the FFN device has no sampler; upstream samples unconditionally",
-                 "return hidden states to the Attention device when the role is FFN",
-                 "execute_model(self, scheduler_output, intermediate_tensors=None)",
-                 f"vllm/v1/worker/gpu_model_runner.py@{ref} GPUModelRunner.execute_model")}def execute_model(self, scheduler_output, intermediate_tensors=None):
-    hidden = self._forward(scheduler_output, intermediate_tensors)
-    # PATCH START: AFD role split
-    if getattr(self, "afd_role", None) == "ffn":
-        return hidden
-    # PATCH END
-    return self._sample(hidden)
+def _module(doc: str, body: str) -> str:
+    return f'{_HEADER}"""{doc}"""\n\n{body.strip()}\n'
 
 
-GPUModelRunner.execute_model = execute_model
-'''
+def _compat_vllm(version: str) -> str:
+    return _module("Version-aware vLLM compatibility helpers.", f'''
+from __future__ import annotations
+
+import re
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
+
+TARGET_VLLM_VERSION: Final[str] = "{version}"
 
 
-def _attention_patch(ref: str, module: str = "vllm.attention.layer",
-                     path: str = "vllm/attention/layer.py") -> str:
-    return f'''
-"""AFD patch of Attention.forward: hand the attention output to the FFN device."""
+def _parse_release(value: str) -> tuple[int, int, int]:
+    match = re.match(r"^(\\d+)\\.(\\d+)\\.(\\d+)", value)
+    if match is None:
+        raise ValueError(f"cannot parse vLLM version {{value!r}}")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def get_installed_vllm_version() -> str | None:
+    try:
+        return version("vllm")
+    except PackageNotFoundError:
+        return None
+
+
+def is_vllm_version_supported(installed_version: str | None = None) -> bool:
+    if installed_version is None:
+        installed_version = get_installed_vllm_version()
+    if installed_version is None:
+        return False
+
+    return _parse_release(installed_version) == _parse_release(TARGET_VLLM_VERSION)
+
+
+def assert_vllm_version_supported(*, strict: bool = True) -> None:
+    installed_version = get_installed_vllm_version()
+    if is_vllm_version_supported(installed_version):
+        return
+
+    message = (
+        "AFD plugin currently supports exactly vLLM "
+        f"{{TARGET_VLLM_VERSION}}; installed vLLM version is "
+        f"{{installed_version or 'not installed'}}"
+    )
+    if strict:
+        raise RuntimeError(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+__all__ = [
+    "TARGET_VLLM_VERSION",
+    "assert_vllm_version_supported",
+    "get_installed_vllm_version",
+    "is_vllm_version_supported",
+]
+''')
+
+
+_COMPAT_INIT = _module("Compatibility helpers for the target vLLM runtime.", '''
+from afd_plugin.compat.vllm import (
+    TARGET_VLLM_VERSION,
+    assert_vllm_version_supported,
+    get_installed_vllm_version,
+    is_vllm_version_supported,
+)
+
+__all__ = [
+    "TARGET_VLLM_VERSION",
+    "assert_vllm_version_supported",
+    "get_installed_vllm_version",
+    "is_vllm_version_supported",
+]
+''')
+
+_PLUGIN_INIT = _module("AFD plugin for vLLM, registered through the vllm.general_plugins entry point.", '''
+from __future__ import annotations
+
+
+def register_afd() -> None:
+    from afd_plugin.compat import assert_vllm_version_supported
+
+    assert_vllm_version_supported(strict=False)
+    import afd_plugin.compat.patches.engine_core  # noqa: F401
+    import afd_plugin.compat.patches.forward_context  # noqa: F401
+''')
+
+_PATCHES_INIT = _module('''Isolated monkey-patch namespace.
+
+Patches in this package must remain idempotent, version-aware, documented, and
+covered by CPU-safe tests whenever possible.
+''', '''
+__all__: list[str] = []
+''')
+
+_CONFIG = _module("AFD configuration read from --additional-config.", '''
+from __future__ import annotations
+
+from typing import Any
+
+
+def _afd(vllm_config: Any) -> dict[str, Any]:
+    return dict(getattr(vllm_config, "additional_config", {}).get("afd", {}))
+
+
+def is_afd_ffn_config(vllm_config: Any) -> bool:
+    return _afd(vllm_config).get("role") == "ffn"
+
+
+def is_afd_async_dp(vllm_config: Any) -> bool:
+    return bool(_afd(vllm_config).get("async_dp"))
+''')
+
+_ENGINE_CORE_PATCH = _module('''EngineCore compatibility patch for AFD FFN daemon mode.
+
+This module patches:
+1. ``vllm.v1.engine.core.EngineCore.__init__``
+2. ``vllm.v1.engine.core.EngineCore.shutdown``
+
+Why:
+    The AFD FFN side runs as a connector daemon, not as a request-scheduling
+    EngineCore, so it returns before KV cache and scheduler setup.
+
+Future plan:
+    Remove this patch when vLLM exposes a role hook in EngineCore.
+''', '''
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import vllm.v1.engine.core as core_module
+
+from afd_plugin.config import is_afd_ffn_config
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+
+# Patch reason: AFD FFN ranks run as connector daemons instead of normal
+# request-scheduling EngineCore instances.
+# Patch functionality: returns after model executor construction for AFD FFN
+# configs while preserving the upstream startup for non-AFD configs.
+# Signature: matches upstream; no added parameters.
+def __init__(
+    self,
+    vllm_config: VllmConfig,
+    executor_class: type[Any],
+    log_stats: bool,
+    executor_fail_callback: Any = None,
+):
+    # ### PATCH START: AFD FFN EngineCore daemon initialization
+    # FFN ranks are connector daemons: stop after executor construction.
+    if is_afd_ffn_config(vllm_config):
+        self.vllm_config = vllm_config
+        self.model_executor = executor_class(vllm_config)
+        return
+    # ### PATCH END: AFD FFN EngineCore daemon initialization
+
+    self.vllm_config = vllm_config
+    self.log_stats = log_stats
+    self.model_executor = executor_class(vllm_config)
+    self.scheduler = None
+
+
+# Patch reason: FFN daemon engines never build a scheduler, so the upstream
+# shutdown would fail on it.
+# Patch functionality: shuts down the model executor and skips the scheduler
+# for AFD FFN engines.
+# Signature: matches upstream; no added parameters.
+def shutdown(self):
+    # ### PATCH START: AFD FFN EngineCore shutdown
+    if getattr(self, "scheduler", None) is None:
+        self.model_executor.shutdown()
+        return
+    # ### PATCH END: AFD FFN EngineCore shutdown
+    self.model_executor.shutdown()
+    self.scheduler.shutdown()
+
+
+core_module.EngineCore.__init__ = __init__
+core_module.EngineCore.shutdown = shutdown
+''')
+
+
+def _forward_context_patch(*, post: bool, functionality: bool = True) -> str:
+    params = ("attn_metadata: Any,\n    vllm_config: VllmConfig,\n    virtual_engine: int = 0,\n"
+              "    num_tokens: int | None = None,\n")
+    if post:
+        params += "    batch_descriptor: Any = None,\n"
+    extra = ", batch_descriptor" if post else ""
+    doc = ("# Patch functionality: preserves the upstream forward-context setup and\n"
+           "# skips DP metadata creation only for AFD async-DP configs.\n") if functionality else ""
+    return _module('''Patches for AFD async-DP forward-context coordination.
+
+This module patches:
+1. ``vllm.forward_context.set_forward_context``
+
+Why:
+    Upstream builds data-parallel metadata whenever DP size is greater than
+    one. AFD async-DP coordinates through the connector instead.
+
+How:
+    Importing this module replaces ``set_forward_context`` in place when the
+    installed vLLM is the one the plugin targets.
+''', f'''
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+import vllm.forward_context as forward_context_module
+from vllm.config import (
+    CUDAGraphMode,
+    VllmConfig,
+)
+
+from afd_plugin.compat.vllm import TARGET_VLLM_VERSION
+from afd_plugin.config import is_afd_async_dp
+
+_GRAPH_MODES = (CUDAGraphMode.NONE, CUDAGraphMode.FULL_DECODE_ONLY)
+
+
+# Patch reason: upstream set_forward_context always creates DP metadata for
+# data-parallel ranks, but AFD async-DP uses connector-driven coordination.
+{doc}# Signature: matches upstream; no added parameters.
+@contextmanager
+def set_forward_context(
+    {params.strip()}
+):
+    prev = forward_context_module._forward_context
+    # ### PATCH START: skip DP metadata for AFD async-DP
+    dp_metadata = None
+    if not is_afd_async_dp(vllm_config):
+        dp_metadata = forward_context_module.DPMetadata.make(vllm_config, num_tokens)
+    # ### PATCH END: skip DP metadata for AFD async-DP
+    forward_context_module._forward_context = forward_context_module.ForwardContext(
+        attn_metadata, virtual_engine, dp_metadata{extra}
+    )
+    try:
+        yield
+    finally:
+        forward_context_module._forward_context = prev
+
+
+def _is_target_vllm_compatible() -> bool:
+    try:
+        import vllm
+
+        version_value = vllm.__version__
+    except (AttributeError, ImportError):
+        return True
+    version_text = str(version_value)
+    if "dev" in version_text:
+        return True
+    return version_text.startswith(TARGET_VLLM_VERSION)
+
+
+if _is_target_vllm_compatible():
+    forward_context_module.set_forward_context = set_forward_context
+''')
+
+
+def _attention_runner(ref: str, *, post: bool) -> str:
+    module = "vllm.attention.layers.attention" if post else "vllm.attention.layer"
+    return _module("The Attention-side model runner: runs the attention layers, hands hidden states to the FFN side.", f'''
+from __future__ import annotations
+
+from typing import Any
 
 from {module} import Attention
-
-{_patch_comments("attention output must reach the FFN device before the MLP",
-                 "send the attention output through the AFD connector",
-                 "forward(self, query, key, value)",
-                 f"{path}@{ref} Attention.forward")}def forward(self, query, key, value):
-    # PATCH START: AFD transfer
-    out = query
-    # PATCH END
-    return out
+from vllm.config import CUDAGraphMode
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 
-Attention.forward = forward
-'''
+class AFDAttentionModelRunner(GPUModelRunner):
+    """GPUModelRunner with the AFD connector between the attention and FFN halves."""
+
+    def attention_layers(self) -> list[Attention]:
+        return [m for m in self.model.modules() if isinstance(m, Attention)]
+
+    # Patch reason: native capture does not publish AFD warmup/capture metadata.
+    # Patch functionality: preserve the upstream warmup/capture flow while
+    # publishing replayable connector state before formal graph capture.
+    # Signature: matches upstream; no added parameters.
+    # Upstream: vLLM {ref}, vllm/v1/worker/gpu_model_runner.py
+    def _warmup_and_capture(
+        self,
+        desc: Any,
+        cudagraph_runtime_mode: CUDAGraphMode,
+        num_warmups: int | None = None,
+    ):
+        if num_warmups is None:
+            num_warmups = self.compilation_config.cudagraph_num_of_warmups
+        # ### PATCH START: AFD warmup metadata
+        self._afd_is_warmup = True
+        # ### PATCH END: AFD warmup metadata
+        for _ in range(num_warmups):
+            self._dummy_run(desc)
+        self._afd_is_warmup = False
+        self._dummy_run(desc, cudagraph_runtime_mode)
+''')
 
 
-def _scheduler_patch(ref: str, *, signature: bool = True) -> str:
-    comments = _patch_comments("the Attention role owns the KV cache; the FFN role schedules nothing",
-                               "return an empty schedule on the FFN role",
-                               "schedule(self)",
-                               f"vllm/v1/core/sched/scheduler.py@{ref} Scheduler.schedule")
-    if not signature:
-        comments = "".join(ln + "\n" for ln in comments.splitlines() if not ln.startswith("# Signature"))
-    return f'''
-"""AFD patch of Scheduler.schedule."""
+def _ubatch_wrapper(ref: str) -> str:
+    return _module("Dual-batch overlap for AFD: two micro-batches in flight between Attention and FFN.", f'''
+from __future__ import annotations
 
-from vllm.v1.core.sched.scheduler import Scheduler
-
-{comments}def schedule(self):
-    # PATCH START: AFD role guard
-    if getattr(self, "afd_role", None) == "ffn":
-        return []
-    # PATCH END
-    return []
+import threading
+from typing import Any
 
 
-Scheduler.schedule = schedule
-'''
+class AFDUBatchWrapper:
+    """Mirrors upstream's UBatchWrapper around the AFD connector."""
+
+    def __init__(self, runnable: Any, connector: Any) -> None:
+        self.runnable = runnable
+        self.connector = connector
+        self.ready = threading.Event()
+
+    # Patch reason: upstream ubatch threads assume both micro-batches run the
+    # whole model; AFD splits them across devices.
+    # Patch functionality: keep the upstream thread hand-off and insert the
+    # connector send/receive between the attention and FFN halves.
+    # Signature: matches upstream; no added parameters.
+    # Upstream: vLLM {ref}, vllm/v1/worker/gpu_ubatch_wrapper.py
+    def _run_ubatches(self, ubatch_metadata: list[Any], model: Any) -> list[Any]:
+        results = []
+        for metadata in ubatch_metadata:
+            # ### PATCH START: AFD connector hand-off
+            self.connector.send(metadata)
+            # ### PATCH END: AFD connector hand-off
+            results.append(model(metadata))
+        return results
+''')
 
 
-def _ffn_worker(ref: str, *, new_base: bool = False) -> str:
-    if new_base:
-        imports, base, path = "from vllm.v1.worker.gpu_worker import Worker", "Worker", "vllm/v1/worker/gpu_worker.py"
-        symbol = "Worker.load_model"
+def _ffn_worker(*, post: bool) -> str:
+    if post:
+        imports = "from vllm.distributed import parallel_state\nfrom vllm.v1.worker.gpu_worker import Worker"
+        typing = "    from vllm.v1.outputs import IntermediateTensors"
+        base = "Worker"
     else:
-        imports, base, path = ("from vllm.v1.worker.worker_base import WorkerBase", "WorkerBase",
-                               "vllm/v1/worker/worker_base.py")
-        symbol = "WorkerBase.load_model"
-    return f'''
-"""The FFN worker: owns the expert weights, receives hidden states from the Attention worker."""
+        imports = "from vllm.distributed import parallel_state\nfrom vllm.v1.worker.worker_base import WorkerBase"
+        typing = "    from vllm.sequence import IntermediateTensors"
+        base = "WorkerBase"
+    return _module("The FFN worker: owns the expert weights and serves the Attention workers.", f'''
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 {imports}
 
-from afd_plugin.connectors.afd_connector import AFDConnector
+if TYPE_CHECKING:
+{typing}
 
 
-class FFNWorker({base}):
-    """Copied and narrowed from upstream; see the patch comments."""
+class AFDFFNWorker({base}):
+    def init_device(self) -> None:
+        self.device = "cuda"
+        self.tp_group = parallel_state.get_tp_group()
 
-{_indent(_patch_comments("the FFN worker loads only the MLP/expert weights",
-                         "filter the checkpoint to FFN-owned parameters",
-                         "load_model(self) -> None",
-                         f"{path}@{ref} {symbol}"))}    def load_model(self) -> None:
-        # PATCH START: FFN weight filter
+    def load_model(self) -> None:
         self.model = None
-        # PATCH END
-        self.connector = AFDConnector()
-'''
+
+    def receive(self) -> IntermediateTensors | None:
+        return None
+''')
 
 
-def _indent(text: str) -> str:
-    return "".join("    " + ln + "\n" for ln in text.splitlines())
-
-
-_CONNECTOR = '''
-"""The AFD connector between the Attention and the FFN device."""
+_P2P_CONNECTOR = _module("P2P NCCL connector between the Attention and the FFN GPUs.", '''
+from __future__ import annotations
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
 
-class AFDConnector(KVConnectorBase_V1):
+class P2pNcclAFDConnector(KVConnectorBase_V1):
     def start_load_kv(self, forward_context, **kwargs):
         return None
-'''
 
-_MODEL = '''
-"""Role-aware DeepSeek-V2 construction."""
+    def send(self, metadata) -> None:
+        return None
+''')
 
-from vllm.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM
+_ASCEND_CMAKE = """
+cmake_minimum_required(VERSION 3.16)
+project(afd_ascend_ops LANGUAGES CXX)
 
-
-class AFDDeepseekV2(DeepseekV2ForCausalLM):
-    afd_roles = ("attention", "ffn")
-'''
-
-
-def _version_py(version: str) -> str:
-    return f'''
-"""The vLLM version this plugin is built for, and the check that enforces it at import."""
-
-import importlib.metadata
-
-TARGET_VLLM_VERSION = "{version}"
-
-
-def check_vllm_version() -> None:
-    installed = importlib.metadata.version("vllm")
-    if installed != TARGET_VLLM_VERSION:
-        raise RuntimeError(f"afd-plugin needs vLLM {{TARGET_VLLM_VERSION}}, found {{installed}}")
-'''
+find_package(ASCEND REQUIRED)
+add_library(afd_ascend_ops SHARED a2e/a2e.cpp)
+target_link_libraries(afd_ascend_ops PRIVATE ascendcl)
+"""
 
 
 def _pyproject(version: str) -> str:
     return f'''
-[project]
-name = "afd-plugin"
-version = "{version}.post1"
-description = "Attention-FFN disaggregation for vLLM on GPUs"
-requires-python = ">=3.10"
-dependencies = [
-    "vllm=={version}",
-    "pyyaml>=6",
-]
+[build-system]
+requires = ["setuptools>=61", "wheel", "setuptools-scm[toml]>=8"]
+build-backend = "setuptools.build_meta"
 
+[project]
+name = "vllm-afd-plugin"
+dynamic = ["version"]
+description = "vLLM external plugin for Attention-FFN Disaggregation (AFD)"
+readme = "README.md"
+requires-python = ">=3.10,<3.14"
+dependencies = []
+
+# Keep vLLM optional so CPU-only development can run import/config tests.
+# Install the runtime extra only in environments with a compatible vLLM wheel.
 [project.optional-dependencies]
-test = ["pytest>=8"]
+vllm = ["vllm=={version}"]
 
 [project.entry-points."vllm.general_plugins"]
-afd = "afd_plugin:register"
+afd = "afd_plugin:register_afd"
+
+[dependency-groups]
+dev = ["pytest>=7.0"]
 '''
 
 
-def _uv_lock(version: str) -> str:
+def _uv_lock(version: str, torch: str) -> str:
     return f'''
 version = 1
-requires-python = ">=3.10"
+revision = 3
+requires-python = ">=3.10, <3.14"
 
 [[package]]
-name = "afd-plugin"
-version = "{version}.post1"
-source = {{ editable = "." }}
-dependencies = [
-    {{ name = "pyyaml" }},
-    {{ name = "vllm" }},
-]
+name = "pytest"
+version = "8.4.1"
+source = {{ registry = "https://pypi.org/simple" }}
 
 [[package]]
-name = "pyyaml"
-version = "6.0.2"
+name = "torch"
+version = "{torch}"
 source = {{ registry = "https://pypi.org/simple" }}
 
 [[package]]
 name = "vllm"
 version = "{version}"
 source = {{ registry = "https://pypi.org/simple" }}
+dependencies = [
+    {{ name = "torch" }},
+]
+
+[[package]]
+name = "vllm-afd-plugin"
+source = {{ editable = "." }}
+
+[package.optional-dependencies]
+vllm = [
+    {{ name = "vllm" }},
+]
+
+[package.dev-dependencies]
+dev = [
+    {{ name = "pytest" }},
+]
+
+[package.metadata]
+requires-dist = [{{ name = "vllm", marker = "extra == 'vllm'", specifier = "=={version}" }}]
+provides-extras = ["vllm"]
+
+[package.metadata.requires-dev]
+dev = [{{ name = "pytest", specifier = ">=7.0" }}]
 '''
 
 
-def _readme(version: str, torch: str) -> str:
-    previous = ("- History: plugin release 2.0 supported vLLM 0.26.1 with PyTorch 2.8.0.\n"
-                if version != CURRENT_VERSION else "")
+def _readme(version: str, *, npu: str = CURRENT_VERSION) -> str:
+    history = ("- 2025-06-20: the GPU backend moved from vLLM v0.26.1 to v0.27.0 (PyTorch 2.8.0 to 2.9.0).\n"
+               if version != CURRENT_VERSION else "")
     return f'''
-# AFD plugin for vLLM (GPU)
+# afd-plugin
 
-Attention-FFN disaggregation: the attention layers run on one GPU, the MLP/expert layers on
-another, connected by the AFD connector.
+## Overview
 
-## Supported runtime
+**afd-plugin** is a vLLM external plugin for **Attention-FFN Disaggregation (AFD)**: the
+attention layers run on one device, the MLP/expert layers on another, joined by a connector.
 
-This plugin supports vLLM {version} with PyTorch {torch} built for CUDA 12.8.
+The target runtime is **vLLM `v{version}`**. The plugin does not modify the vLLM source tree.
+
+## Current Status
+
+| Connector | Platform | Notes |
+| --- | --- | --- |
+| `P2pNcclAFDConnector` | CUDA | FFN ranks are ordered before Attention ranks. |
+| `CAMP2pAFDConnector` | Ascend NPU | Validated on v0.26 with vLLM-Ascend commit `80d8c194f`. |
+
+Known gaps:
+
+- vLLM versions other than `{version}` are not claimed as supported.
+- The DBO recipe records the earlier v0.24.0 experiment and must be used with the `release/v0.24` branch.
+
+## Install
+
+### GPU installation
+
+```bash
+uv sync --group dev --extra vllm
+```
+
+The optional extra pins `vllm=={version}`.
+
+### Ascend NPU installation
 
 | Component | Version |
 | --- | --- |
-| vLLM | {version} |
-| CUDA | 12.8 |
+| vLLM | `{npu}` |
+| vLLM-Ascend | commit `80d8c194f` |
 
-Install: `pip install -e .` in an environment that already has the pinned vLLM.
+## History
 
-## Recipes
-
-- `recipes/dbo.md`: dual-batch overlap. Historical note: this recipe must be used with the
-  `release/v0.24` branch; it was written against vLLM 0.24.0 and is kept for reference.
-- History: plugin release 1.3 supported vLLM 0.25.0 (see the release-1.3 branch).
-- The prebuilt `afd-gpu:2025.04` image reports vLLM `0.25.1.dev12+g3f2a1bc`; do not use it for new cells.
-{previous}'''
+- 2025-03-12: release 1.3 of the plugin ran on vLLM v0.25.0 with PyTorch 2.7.1.
+- The prebuilt `afd-gpu:2025.04` image reports vLLM `0.25.1.dev12`; it was produced for the previous release.
+{history}'''
 
 
 def _gpu_guide(version: str, torch: str) -> str:
     return f'''
-# GPU guide
+# GPU user guide
 
-Tested with vLLM {version}, PyTorch {torch} and CUDA 12.8 on H200 (sm_90).
+This guide targets vLLM v{version} with PyTorch {torch} built for CUDA 12.8 on H200 (sm_90).
 
 Run the E2E suite with `pytest -m gpu tests/e2e` on two GPUs: one Attention and one FFN device.
 
-Previously (historical) the guide targeted vLLM 0.24.0 on A100.
+Previously this guide covered vLLM v0.24.0 on A100.
 '''
 
 
-_PLUGIN_INIT = '''
-"""AFD plugin entry point."""
+def _npu_guide(version: str) -> str:
+    return f'''
+# Ascend NPU user guide
 
-
-def register() -> None:
-    from afd_plugin.version import check_vllm_version
-    from afd_plugin.compat.patches import apply_patches
-
-    check_vllm_version()
-    apply_patches()
+The CAM connectors are validated on vLLM v{version} with vLLM-Ascend commit `80d8c194f` on Atlas A3.
 '''
 
-_PATCHES_INIT = '''
-"""Compatibility patches, applied in dependency order."""
-
-
-def apply_patches() -> None:
-    from afd_plugin.compat.patches import attention, model_runner, scheduler  # noqa: F401
-'''
 
 _OLD_LESSON = '''
 # Lessons: vLLM v0.25.0 → v0.26.1
@@ -545,46 +1006,68 @@ Historical hypotheses only; re-derive every fact from the exact sources of the n
 - The FFN worker's weight filter broke when upstream renamed expert parameters.
 '''
 
+_HISTORY_DOC = '''
+# Release history
+
+- Release 1.2 supported vLLM 0.24.0 on A100 and H100.
+- Release 1.3 supported vLLM 0.25.0.
+'''
+
 _TEST_VERSION = '''
-from afd_plugin.version import TARGET_VLLM_VERSION
+from afd_plugin.compat import TARGET_VLLM_VERSION
 
-# A test that mentions the markers must not count as a patch: # PATCH START
+# A test that mentions the markers is not a patch:
+# ### PATCH START: not a patch
 
 
-def test_constant_is_a_version():
+def test_constant_is_a_release():
     assert TARGET_VLLM_VERSION.count(".") == 2
 '''
 
 
-def plugin_files(version: str, ref: str, torch: str) -> dict[str, str]:
-    post = version != CURRENT_VERSION
+def plugin_files(version: str, ref: str, torch: str, *, post: bool) -> dict[str, str]:
     return {
         "pyproject.toml": _pyproject(version),
-        "uv.lock": _uv_lock(version),
-        "README.md": _readme(version, torch),
-        "docs/gpu-guide.md": _gpu_guide(version, torch),
+        "uv.lock": _uv_lock(version, torch),
+        "README.md": _readme(version),
+        "docs/gpu/user-guide.md": _gpu_guide(version, torch),
+        "docs/npu/user-guide.md": _npu_guide(CURRENT_VERSION),  # the GPU upgrade leaves NPU docs alone
+        "docs/history/releases.md": _HISTORY_DOC,
         "afd_plugin/__init__.py": _PLUGIN_INIT,
-        "afd_plugin/version.py": _version_py(version),
-        "afd_plugin/compat/__init__.py": "",
+        "afd_plugin/config.py": _CONFIG,
+        "afd_plugin/compat/__init__.py": _COMPAT_INIT,
+        "afd_plugin/compat/vllm.py": _compat_vllm(version),
         "afd_plugin/compat/patches/__init__.py": _PATCHES_INIT,
-        "afd_plugin/compat/patches/model_runner.py": _model_runner_patch(ref),
-        "afd_plugin/compat/patches/attention.py": (
-            _attention_patch(ref, "vllm.attention.layers.attention", "vllm/attention/layers/attention.py")
-            if post else _attention_patch(ref)),
-        "afd_plugin/compat/patches/scheduler.py": _scheduler_patch(ref),
-        "afd_plugin/workers/__init__.py": "",
-        "afd_plugin/workers/ffn_worker.py": _ffn_worker(ref, new_base=post),
+        "afd_plugin/compat/patches/engine_core.py": _ENGINE_CORE_PATCH,
+        "afd_plugin/compat/patches/forward_context.py": _forward_context_patch(post=post),
         "afd_plugin/connectors/__init__.py": "",
-        "afd_plugin/connectors/afd_connector.py": _CONNECTOR,
-        "afd_plugin/models/__init__.py": "",
-        "afd_plugin/models/deepseek_afd.py": _MODEL,
+        "afd_plugin/connectors/gpu/__init__.py": "",
+        "afd_plugin/connectors/gpu/p2p.py": _P2P_CONNECTOR,
+        "afd_plugin/v1/__init__.py": "",
+        "afd_plugin/v1/worker/__init__.py": "",
+        "afd_plugin/v1/worker/attention_model_runner.py": _attention_runner(ref, post=post),
+        "afd_plugin/v1/worker/ffn_worker.py": _ffn_worker(post=post),
+        "afd_plugin/v1/worker/ubatch_wrapper.py": _ubatch_wrapper(ref),
+        "csrc/npu/CMakeLists.txt": _ASCEND_CMAKE,
         "references/20250312-v0.25.0-to-v0.26.1-lessons.md": _OLD_LESSON,
-        "tests/test_version.py": _TEST_VERSION,
+        "tests/unit/test_version.py": _TEST_VERSION,
     }
 
 
 LESSON_DATE = "20250620"
 NEW_LESSON = f"references/{LESSON_DATE}-{CURRENT_TAG}-to-{TARGET_TAG}-lessons.md"
+
+# The implementation commits, each one upstream cause (the plan's stages name these files).
+IMPLEMENTATION_STEPS = [
+    ("Pin vLLM 0.27.0 and enforce it at import", ["pyproject.toml", "uv.lock", "afd_plugin/compat/vllm.py"]),
+    ("Follow the attention layer move to vllm/attention/layers/", ["afd_plugin/v1/worker/attention_model_runner.py"]),
+    ("Port set_forward_context to the v0.27.0 signature (batch_descriptor)",
+     ["afd_plugin/compat/patches/forward_context.py"]),
+    ("FFN worker: derive from Worker now that WorkerBase is gone; IntermediateTensors from vllm.v1.outputs",
+     ["afd_plugin/v1/worker/ffn_worker.py"]),
+    ("DBO wrapper: re-sync with gpu_ubatch_wrapper.py of v0.27.0", ["afd_plugin/v1/worker/ubatch_wrapper.py"]),
+    ("Docs: vLLM 0.27.0 on GPUs", ["README.md", "docs/gpu/user-guide.md"]),
+]
 
 
 def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
@@ -596,23 +1079,15 @@ def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
     root.mkdir(parents=True, exist_ok=True)
     git = Git(root, "2025-04-01")
     git("init", "-q")
-    write(root, plugin_files(CURRENT_VERSION, CURRENT_TAG, "2.8.0"))
-    git.commit("AFD plugin for vLLM 0.26.1")
-    write(root, {"afd_plugin/connectors/afd_connector.py": _CONNECTOR + "\n    def close(self):\n        return None\n"})
-    base = git.commit("Connector: close() releases the transfer buffers")
+    write(root, plugin_files(CURRENT_VERSION, CURRENT_TAG, "2.8.0", post=False))
+    git.commit(f"AFD plugin for vLLM {CURRENT_VERSION}")
+    write(root, {"afd_plugin/connectors/gpu/p2p.py": _P2P_CONNECTOR + "\n    def close(self) -> None:\n        return None\n"})
+    base = git.commit("P2P connector: close() releases the transfer buffers")
     commits: list[str] = []
     if post:
         git.clock = _parse_day("2025-06-16")
-        target = plugin_files(TARGET_VERSION, TARGET_TAG, "2.9.0")
-        steps = [
-            ("Pin vLLM 0.27.0 and enforce it at import", ["pyproject.toml", "uv.lock", "afd_plugin/version.py"]),
-            ("Follow the attention layer move to vllm/attention/layers/", ["afd_plugin/compat/patches/attention.py"]),
-            ("Port the model-runner and scheduler patches to v0.27.0",
-             ["afd_plugin/compat/patches/model_runner.py", "afd_plugin/compat/patches/scheduler.py"]),
-            ("FFN worker: derive from Worker now that WorkerBase is gone", ["afd_plugin/workers/ffn_worker.py"]),
-            ("Docs: vLLM 0.27.0 on H200", ["README.md", "docs/gpu-guide.md"]),
-        ]
-        for message, files in steps:
+        target = plugin_files(TARGET_VERSION, TARGET_TAG, "2.9.0", post=True)
+        for message, files in IMPLEMENTATION_STEPS:
             write(root, {f: target[f] for f in files})
             commits.append(git.commit(message))
         if lesson:
@@ -625,9 +1100,10 @@ def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
 
 ## Upstream changes that mattered
 - `vllm/attention/layer.py` moved to `vllm/attention/layers/attention.py` (mechanical).
+- `set_forward_context` gained `batch_descriptor` (the patch follows the new signature).
 - `WorkerBase` was folded into `Worker` (behavioral: the FFN worker now inherits `Worker`).
 """})
-            commits.append(git.commit("Lessons for the v0.26.1 → v0.27.0 upgrade"))
+            commits.append(git.commit(f"Lessons for the {CURRENT_TAG} → {TARGET_TAG} upgrade"))
     if variant:
         write(root, variant)
         commits.append(git.commit("variant"))
@@ -635,43 +1111,78 @@ def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
     return PluginRepo(root, base, head, commits)
 
 
-# Variants used by tests and scenarios.
-DISAGREEING_CONSTANT = {"afd_plugin/version.py": _version_py("0.26.0")}
-MISSING_SIGNATURE = {"afd_plugin/compat/patches/scheduler.py": _scheduler_patch(CURRENT_TAG, signature=False)}
-UNBALANCED_MARKERS = {"afd_plugin/compat/patches/scheduler.py":
-                      _scheduler_patch(CURRENT_TAG).replace("        return []\n    # PATCH END\n",
-                                                            "        return []\n")}
+# Variants used by tests and scenarios (files rewritten in one commit on top).
+DISAGREEING_CONSTANT = {"afd_plugin/compat/vllm.py": _compat_vllm("0.26.0")}
+DISAGREEING_README = {"README.md": _readme(CURRENT_VERSION).replace("runtime is **vLLM `v0.26.1`**",
+                                                                    "runtime is **vLLM `v0.26.0`**")}
+DISAGREEING_NPU_CLAIM = {"docs/npu/user-guide.md": _npu_guide("0.25.0"),
+                         "README.md": _readme(CURRENT_VERSION, npu="0.25.0")}
+MISSING_FUNCTIONALITY = {"afd_plugin/compat/patches/forward_context.py":
+                         _forward_context_patch(post=False, functionality=False)}
+UNBALANCED_MARKERS = {"afd_plugin/compat/patches/engine_core.py": _ENGINE_CORE_PATCH.replace(
+    "    # ### PATCH END: AFD FFN EngineCore shutdown\n", "")}
 
 
 # --- attestations and result files ----------------------------------------------------------------
 
-IMPACT_ROWS = [  # what the rulebook derives from the fixture diff, in diff order
-    ("vllm/attention/layer.py", "R"),
-    ("vllm/v1/core/sched/scheduler.py", "M"),
-    ("vllm/v1/worker/gpu_model_runner.py", "M"),
-    ("vllm/v1/worker/worker_base.py", "D"),
+# What the rulebook derives from the fixture diff (derived.impact_matrix), in its order:
+# (upstream, status, change).
+IMPACT_ROWS = [
+    ("vllm/config/compilation.py", "M", "modified"),
+    ("vllm/forward_context.py", "M", "modified"),
+    ("vllm/sequence.py", "M", "modified"),
+    ("vllm/v1/engine/core.py", "M", "modified"),
+    ("vllm/v1/worker/gpu_model_runner.py", "M", "modified"),
+    ("vllm/v1/worker/gpu_ubatch_wrapper.py", "M", "modified"),
+    ("vllm/v1/worker/worker_base.py", "D", "deleted"),
+    ("vllm/attention/layer.py", "R", "renamed"),
+    ("vllm.attention.layer.Attention", "D", "missing at the target"),
+    ("vllm.v1.worker.worker_base.WorkerBase", "D", "missing at the target"),
+    ("vllm.sequence.IntermediateTensors", "R", "defined elsewhere at the target"),
+    ("vllm.forward_context.set_forward_context", "M", "patched signature changed"),
 ]
+
+_CLASSIFICATION: dict[str, dict[str, Any]] = {
+    "vllm/attention/layer.py": {"classification": "MECHANICAL", "invariant": "the Attention layers are found by type",
+                                "replacement": "vllm/attention/layers/attention.py"},
+    "vllm.attention.layer.Attention": {"classification": "MECHANICAL", "invariant": "the Attention layers are found by type",
+                                       "replacement": "vllm.attention.layers.attention.Attention"},
+    "vllm/config/compilation.py": {"classification": "BEHAVIORAL",
+                                   "invariant": "AFD captures only NONE and FULL_DECODE_ONLY graphs",
+                                   "notes": "new FULL_AND_PIECEWISE mode must be refused for AFD cells"},
+    "vllm/forward_context.py": {"classification": "BEHAVIORAL",
+                                "invariant": "AFD async-DP never builds DP metadata"},
+    "vllm.forward_context.set_forward_context": {"classification": "BEHAVIORAL",
+                                                 "invariant": "the patch keeps the upstream signature",
+                                                 "notes": "batch_descriptor is passed through"},
+    "vllm/sequence.py": {"classification": "MECHANICAL", "invariant": "FFN workers receive IntermediateTensors"},
+    "vllm.sequence.IntermediateTensors": {"classification": "MECHANICAL",
+                                          "invariant": "FFN workers receive IntermediateTensors",
+                                          "replacement": "vllm.v1.outputs.IntermediateTensors"},
+    "vllm/v1/engine/core.py": {"classification": "BEHAVIORAL",
+                               "invariant": "FFN engines stop after executor construction"},
+    "vllm/v1/worker/gpu_model_runner.py": {"classification": "BEHAVIORAL",
+                                           "invariant": "warmup metadata is published before graph capture",
+                                           "notes": "execute_model gained ubatch_slices"},
+    "vllm/v1/worker/gpu_ubatch_wrapper.py": {"classification": "BEHAVIORAL",
+                                             "invariant": "the connector hand-off sits between the halves"},
+    "vllm/v1/worker/worker_base.py": {"classification": "BEHAVIORAL",
+                                      "invariant": "the FFN worker loads only FFN-owned weights",
+                                      "replacement": "vllm/v1/worker/gpu_worker.py"},
+    "vllm.v1.worker.worker_base.WorkerBase": {"classification": "BEHAVIORAL",
+                                              "invariant": "the FFN worker loads only FFN-owned weights",
+                                              "replacement": "vllm.v1.worker.gpu_worker.Worker"},
+}
 
 
 def architecture_doc(current_sha: str, target_sha: str, *, decision: str = "continue",
                      architectural: bool = False) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = [
-        {"upstream": "vllm/attention/layer.py", "classification": "MECHANICAL",
-         "invariant": "Attention.forward hands its output to the AFD connector",
-         "replacement": "vllm/attention/layers/attention.py"},
-        {"upstream": "vllm/v1/core/sched/scheduler.py", "classification": "BEHAVIORAL",
-         "invariant": "the FFN role schedules nothing; the Attention role owns the KV cache",
-         "notes": "requests now carry kv_transfer_params; the guard is unchanged"},
-        {"upstream": "vllm/v1/worker/gpu_model_runner.py", "classification": "BEHAVIORAL",
-         "invariant": "the FFN role returns hidden states and never samples",
-         "notes": "execute_model gained ubatch_slices; DBO cells need the new argument"},
-        {"upstream": "vllm/v1/worker/worker_base.py",
-         "classification": "ARCHITECTURAL" if architectural else "BEHAVIORAL",
-         "invariant": "the FFN worker loads only FFN-owned weights",
-         "replacement": "vllm/v1/worker/gpu_worker.py Worker"},
-    ]
+    rows: list[dict[str, Any]] = [{"upstream": upstream, **_CLASSIFICATION[upstream]} for upstream, _, _ in IMPACT_ROWS]
     if architectural:
-        rows[3]["design_decision"] = {"status": "pending", "reference": "RFC-112: FFN worker lifecycle"}
+        for row in rows:
+            if row["upstream"] == "vllm.v1.worker.worker_base.WorkerBase":
+                row["classification"] = "ARCHITECTURAL"
+                row["design_decision"] = {"status": "pending", "reference": "RFC-112: FFN worker lifecycle"}
     doc: dict[str, Any] = {"decision": decision, "reviewer": "r.chen (GPU backend)", "reviewed_at": "2025-06-10",
                            "current_sha": current_sha, "target_sha": target_sha,
                            "summary": "Local adaptations; no new public interface.", "rows": rows}
@@ -680,37 +1191,54 @@ def architecture_doc(current_sha: str, target_sha: str, *, decision: str = "cont
     return doc
 
 
+PATCH_FILES = ["afd_plugin/compat/patches/engine_core.py", "afd_plugin/compat/patches/forward_context.py",
+               "afd_plugin/v1/worker/attention_model_runner.py", "afd_plugin/v1/worker/ubatch_wrapper.py"]
+
+
 def plan_doc(current_sha: str, target_sha: str) -> dict[str, Any]:
     return {
-        "current_sha": current_sha, "target_sha": target_sha, "target_afd_version": "0.27.0.post1",
+        "current_sha": current_sha, "target_sha": target_sha, "target_afd_version": "0.3.0",
         "stages": [
-            {"id": "S1-version-contract", "upstream": [], "files": ["pyproject.toml", "uv.lock", "afd_plugin/version.py"],
-             "invariant": "the plugin refuses any vLLM but the pinned one", "tests": ["tests/test_version.py"]},
-            {"id": "S2-attention-move", "upstream": ["vllm/attention/layer.py"],
-             "files": ["afd_plugin/compat/patches/attention.py"],
-             "invariant": "Attention.forward hands its output to the AFD connector",
-             "tests": ["tests/test_attention_patch.py"]},
-            {"id": "S3-runner-and-scheduler", "upstream": ["vllm/v1/worker/gpu_model_runner.py",
-                                                          "vllm/v1/core/sched/scheduler.py"],
-             "files": ["afd_plugin/compat/patches/model_runner.py", "afd_plugin/compat/patches/scheduler.py"],
-             "invariant": "the FFN role neither samples nor schedules", "tests": ["tests/test_roles.py"],
-             "risks": "DBO graph capture with the new ubatch_slices argument"},
-            {"id": "S4-ffn-worker", "upstream": ["vllm/v1/worker/worker_base.py"],
-             "files": ["afd_plugin/workers/ffn_worker.py"],
-             "invariant": "the FFN worker loads only FFN-owned weights", "tests": ["tests/test_ffn_worker.py"]},
-            {"id": "S5-docs", "upstream": [], "files": ["README.md", "docs/"],
-             "invariant": "public claims match the validation ledger", "tests": ["docs consistency audit"],
-             "docs_impact": "README runtime table, GPU guide"},
+            {"id": "S1-version-contract", "upstream": [],
+             "files": ["pyproject.toml", "uv.lock", "afd_plugin/compat/vllm.py"],
+             "invariant": "the plugin refuses any vLLM but the pinned one", "tests": ["tests/unit/test_version.py"]},
+            {"id": "S2-attention-move", "upstream": ["vllm/attention/layer.py", "vllm.attention.layer.Attention"],
+             "files": ["afd_plugin/v1/worker/attention_model_runner.py"],
+             "invariant": "the Attention layers are found by type",
+             "tests": ["tests/unit/v1/worker/test_attention_model_runner.py"]},
+            {"id": "S3-forward-context", "upstream": ["vllm/forward_context.py", "vllm.forward_context.set_forward_context",
+                                                      "vllm/config/compilation.py"],
+             "files": ["afd_plugin/compat/patches/forward_context.py"],
+             "invariant": "AFD async-DP never builds DP metadata",
+             "tests": ["tests/unit/compat/patches/test_forward_context.py"],
+             "risks": "graph capture with FULL_AND_PIECEWISE must stay refused"},
+            {"id": "S4-ffn-worker", "upstream": ["vllm/v1/worker/worker_base.py", "vllm.v1.worker.worker_base.WorkerBase",
+                                                 "vllm/sequence.py", "vllm.sequence.IntermediateTensors"],
+             "files": ["afd_plugin/v1/worker/ffn_worker.py"],
+             "invariant": "the FFN worker loads only FFN-owned weights",
+             "tests": ["tests/unit/v1/worker/test_ffn_worker.py"]},
+            {"id": "S5-runner-engine-dbo", "upstream": ["vllm/v1/worker/gpu_model_runner.py", "vllm/v1/engine/core.py",
+                                                        "vllm/v1/worker/gpu_ubatch_wrapper.py"],
+             "files": ["afd_plugin/v1/worker/ubatch_wrapper.py", "afd_plugin/compat/patches/engine_core.py"],
+             "invariant": "FFN engines stop after executor construction; the connector hand-off sits between the halves",
+             "tests": ["tests/unit/compat/patches/test_engine_core.py", "tests/unit/v1/worker/test_dbo.py"]},
+            {"id": "S6-docs", "upstream": [], "files": ["README.md", "docs/gpu/"],
+             "invariant": "public GPU claims match the validation ledger", "tests": ["docs consistency audit"],
+             "docs_impact": "README target runtime and install pin, GPU user guide"},
         ],
         "patches": [
-            {"file": "afd_plugin/compat/patches/attention.py", "disposition": "port",
-             "removal_plan": "upstream a connector hook in Attention.forward", "tests": ["tests/test_attention_patch.py"]},
-            {"file": "afd_plugin/compat/patches/model_runner.py", "disposition": "port",
-             "removal_plan": "propose a role hook in execute_model upstream", "tests": ["tests/test_roles.py"]},
-            {"file": "afd_plugin/compat/patches/scheduler.py", "disposition": "port",
-             "removal_plan": "remove once the scheduler exposes a role policy", "tests": ["tests/test_roles.py"]},
-            {"file": "afd_plugin/workers/ffn_worker.py", "disposition": "delegate",
-             "removal_plan": "inherit Worker and override load_model only", "tests": ["tests/test_ffn_worker.py"]},
+            {"file": "afd_plugin/compat/patches/engine_core.py", "disposition": "port",
+             "removal_plan": "propose a role hook in EngineCore upstream",
+             "tests": ["tests/unit/compat/patches/test_engine_core.py"]},
+            {"file": "afd_plugin/compat/patches/forward_context.py", "disposition": "port",
+             "removal_plan": "remove once vLLM lets a plugin opt out of DP metadata per role",
+             "tests": ["tests/unit/compat/patches/test_forward_context.py"]},
+            {"file": "afd_plugin/v1/worker/attention_model_runner.py", "disposition": "port",
+             "removal_plan": "upstream a warmup-metadata hook in GPUModelRunner",
+             "tests": ["tests/unit/v1/worker/test_attention_model_runner.py"]},
+            {"file": "afd_plugin/v1/worker/ubatch_wrapper.py", "disposition": "delegate",
+             "removal_plan": "delegate to UBatchWrapper once it exposes a hand-off callback",
+             "tests": ["tests/unit/v1/worker/test_dbo.py"]},
         ],
         "exclusions": ["NPU-only scenario", "DBO with TP>1 is an excluded cell"],
         "evidence_gaps": [],
@@ -735,33 +1263,43 @@ def accuracy_doc(afd_sha: str, *, value: float = 0.781, limit: int | None = None
 
 
 def junit_xml(cases: Iterable[tuple[str, str, str | None]], name: str = "pytest") -> str:
-    """(classname.name, outcome, message) → pytest-style JUnit XML. outcome: passed|failed|error|skipped."""
-    from xml.sax.saxutils import quoteattr
+    """(id, outcome, message) → pytest-style JUnit XML. outcome: passed|failed|error|skipped, or
+    collection_skipped (id is then the module, as pytest writes a module skipped at collection)."""
+    from xml.sax.saxutils import escape, quoteattr
 
     rows = list(cases)
-    counts = {k: sum(1 for _, o, _ in rows if o == k) for k in ("failed", "error", "skipped")}
+    counts = {k: sum(1 for _, o, _ in rows if o == k) for k in ("failed", "error")}
+    skipped = sum(1 for _, o, _ in rows if o in ("skipped", "collection_skipped"))
     out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>",
            f'<testsuite name="{name}" errors="{counts["error"]}" failures="{counts["failed"]}" '
-           f'skipped="{counts["skipped"]}" tests="{len(rows)}" time="12.5" timestamp="2025-06-18T10:00:00" '
+           f'skipped="{skipped}" tests="{len(rows)}" time="12.5" timestamp="2025-06-18T10:00:00" '
            'hostname="gpu-node-07">']
     for test_id, outcome, message in rows:
+        if outcome == "collection_skipped":
+            path = "/srv/afd-plugin/" + test_id.replace(".", "/") + ".py"
+            body = escape(repr((path, 8, f"Skipped: {message}")))
+            out.append(f'<testcase classname="" name={quoteattr(test_id)} time="0.000">'
+                       f'<skipped message="collection skipped">{body}</skipped></testcase>')
+            continue
         cls, _, test = test_id.rpartition(".")
         head = f'<testcase classname={quoteattr(cls)} name={quoteattr(test)} time="0.5"'
         if outcome == "passed":
             out.append(head + " />")
         elif outcome == "skipped":
             out.append(head + f'><skipped type="pytest.skip" message={quoteattr(message or "")}>'
-                              f'{message or ""}</skipped></testcase>')
+                              f'{escape(message or "")}</skipped></testcase>')
         elif outcome == "failed":
             out.append(head + f'><failure message={quoteattr(message or "")}>AssertionError</failure></testcase>')
         else:
-            out.append(head + f'><error message={quoteattr(message or "")}>{message or ""}</error></testcase>')
+            out.append(head + f'><error message={quoteattr(message or "")}>{escape(message or "")}</error></testcase>')
     out += ["</testsuite>", "</testsuites>", ""]
     return "\n".join(out)
 
 
-UNIT_CASES = [(f"tests.test_{m}.test_{t}", "passed", None) for m in ("version", "roles", "ffn_worker",
-                                                                     "attention_patch") for t in ("a", "b", "c")]
+UNIT_CASES = [(f"tests.unit.{m}.test_{t}", "passed", None)
+              for m in ("test_version", "compat.patches.test_engine_core", "compat.patches.test_forward_context",
+                        "v1.worker.test_attention_model_runner", "v1.worker.test_ffn_worker", "v1.worker.test_dbo")
+              for t in ("a", "b")]
 E2E_CASES = [
     ("tests.e2e.test_features.test_eager_request", "passed", None),
     ("tests.e2e.test_features.test_cuda_graph_replay", "passed", None),
@@ -785,8 +1323,7 @@ def gpu_fact(count: int = 2, processes: list[dict[str, Any]] | None = None) -> d
     from policyrun.probes.base import ProbeContext
     from policyrun.probes.gpu import PROBES as GPU_PROBES
 
-    machine = fake.hgx_h200(count) if hasattr(fake, "hgx_h200") else _fake_h200s(fake, count)
-    module = fake.make_module(machine)
+    module = fake.make_module(fake.hgx_h200(count))
     saved = sys.modules.get("pynvml")
     sys.modules["pynvml"] = module
     try:
@@ -799,17 +1336,6 @@ def gpu_fact(count: int = 2, processes: list[dict[str, Any]] | None = None) -> d
     if processes is not None:
         value["processes"] = processes
     return value
-
-
-def _fake_h200s(fake: Any, count: int) -> Any:
-    base = fake.one_h200()
-    if count == 1:
-        return base
-    four = fake.hgx_four_h200() if hasattr(fake, "hgx_four_h200") else None
-    if four is not None:
-        four.devices = four.devices[:count]
-        return four
-    raise RuntimeError("tests/fakes/fake_pynvml.py has no multi-H200 machine")
 
 
 def stack_fact(*, vllm_version: str = TARGET_VERSION, torch_version: str = "2.9.0+cu128",
@@ -847,10 +1373,6 @@ def cleanup_facts() -> dict[str, Any]:
             "leftover_shm": {"entries": [], "count": 0, "total_size": 0}}
 
 
-def machine_facts(gpus: int = 2, **stack: Any) -> dict[str, Any]:
-    return {"gpu": gpu_fact(gpus), "stack": stack_fact(**stack), "toolchain": toolchain_fact(), **cleanup_facts()}
-
-
 def toolchain_fact() -> dict[str, Any]:
     return {"nvcc": {"path": "/usr/local/cuda-12.8/bin/nvcc", "version": "12.8", "full_version": "12.8.93",
                      "raw": "Cuda compilation tools, release 12.8, V12.8.93"},
@@ -859,14 +1381,28 @@ def toolchain_fact() -> dict[str, Any]:
             "missing": []}
 
 
+def machine_facts(gpus: int = 2, **stack: Any) -> dict[str, Any]:
+    return {"gpu": gpu_fact(gpus), "stack": stack_fact(**stack), "toolchain": toolchain_fact(), **cleanup_facts()}
+
+
 # --- collecting facts from fixture repositories --------------------------------------------------------
 
-MACHINE_PROBES = ("stack", "gpu", "toolchain")
+_MACHINE_COMMANDS: dict[str, list[str]] = {
+    "gpu": ["nvmlInit", "nvmlSystemGetDriverVersion", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+            "nvmlDeviceGetComputeRunningProcesses"],
+    "toolchain": ["/usr/local/cuda-12.8/bin/nvcc --version", "/usr/bin/c++ --version"],
+    "leftover_processes": ["read /proc/*/cmdline"],
+    "leftover_ports": ["read /proc/net/tcp", "read /proc/net/tcp6"],
+    "leftover_shm": ["list /dev/shm"],
+}
 
 
 def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
                   machine: Mapping[str, Any] | None = None) -> Any:
-    """Run the rulebook's probes for `mode` (real repository probes); replace the machine facts."""
+    """Run the rulebook's probes for `mode` (real repository probes); replace the machine facts.
+
+    A replaced fact keeps the parameters the rulebook gave its probe in this collection, so
+    `evaluate --facts` accepts the snapshot (it refuses facts collected with other parameters)."""
     from policyrun.collect import collect
     from policyrun.engine import load_checked
     from policyrun.facts import Fact, FactsSnapshot, Provenance
@@ -877,23 +1413,15 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
     snap = collect(rb.model, mode, bound, base_dir=cwd, rulebook_dir=rb.directory)
     facts = dict(snap.facts)
     for pid, value in (machine or {}).items():
-        spec = rb.model.probes[pid]
-        if spec.modes is not None and mode not in spec.modes:
+        collected = facts.get(pid)
+        if collected is None:  # not collected in this mode
             continue
-        kind = spec.uses
-        commands = {"gpu": ["nvmlInit", "nvmlSystemGetDriverVersion", "nvmlDeviceGetCount",
-                            "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetComputeRunningProcesses"],
-                    "stack": [f"{STABLE_PYTHON} -c <policyrun/probes/_stack_script.py> '{{\"init_cuda\": false}}'",
-                              f"{STABLE_PYTHON} -m pip check"],
-                    "toolchain": ["/usr/local/cuda-12.8/bin/nvcc --version", "/usr/bin/c++ --version"]}.get(pid, [])
-        params = {"stack": {"python": STABLE_PYTHON}, "toolchain": {"required": []},
-                  "leftover_processes": {"pattern": rb.model.vars["experiment_process_pattern"]},
-                  "leftover_ports": {"range": rb.model.vars["experiment_ports"]},
-                  "leftover_shm": {"regex": rb.model.vars["experiment_shm_regex"]}}.get(pid, {})
-        commands = commands or {"leftover_processes": ["read /proc/*/cmdline"],
-                                "leftover_ports": ["read /proc/net/tcp", "read /proc/net/tcp6"],
-                                "leftover_shm": ["list /dev/shm"]}.get(pid, [])
-        facts[pid] = Fact(value=value, provenance=Provenance(probe=pid, kind=kind, params=params, commands=commands))
+        params = dict(collected.provenance.params)
+        commands = _MACHINE_COMMANDS.get(pid) or [
+            f"{params.get('python') or STABLE_PYTHON} -c <policyrun/probes/_stack_script.py> '{{\"init_cuda\": false}}'",
+            f"{params.get('python') or STABLE_PYTHON} -m pip check"]
+        facts[pid] = Fact(value=value, provenance=Provenance(probe=pid, kind=collected.provenance.kind,
+                                                             params=params, commands=commands))
     return FactsSnapshot(rulebook=snap.rulebook, mode=mode, facts=dict(sorted(facts.items())))
 
 
@@ -955,13 +1483,14 @@ class Scenario:
     e2e_cases: list[tuple[str, str, str | None]] = field(default_factory=lambda: list(E2E_CASES))
     extra_inputs: dict[str, Any] = field(default_factory=dict)
     gpus: int = 2
+    machine_snapshot: Path | None = None  # a real node's machine facts (examples/h200/facts.json)
 
 
 EXAMPLES = [
     Scenario("planning-pass", "planning-audit",
              "Planning audit of vLLM v0.26.1 → v0.27.0: every planning phase passes."),
     Scenario("identity-disagree", "planning-audit",
-             "TARGET_VLLM_VERSION says 0.26.0 while the pins and README say 0.26.1: identity is BLOCKED.",
+             "TARGET_VLLM_VERSION says 0.26.0 while the pins and the GPU/general docs say 0.26.1: identity is BLOCKED.",
              variant=DISAGREEING_CONSTANT),
     Scenario("architecture-stop", "planning-audit",
              "The reviewer decides to stop: WorkerBase removal needs an FFN worker redesign (STOPPED).",
@@ -972,14 +1501,17 @@ EXAMPLES = [
     Scenario("final-pass", "final-validation",
              "Final validation of the upgraded plugin on two H200s: every phase passes.",
              post=True, final_files=True),
+    Scenario("final-h200-one-gpu", "final-validation",
+             "final-pass with the machine facts of a real one-H200 node (examples/h200): no vLLM there, identity BLOCKED.",
+             post=True, final_files=True, machine_snapshot=H200_FACTS),
 ]
 
 
-def scenario_inputs(sc: Scenario, ws: Workspace, evidence: str) -> dict[str, Any]:
+def scenario_inputs(sc: Scenario, ws: Workspace, evidence: str, python: str = STABLE_PYTHON) -> dict[str, Any]:
     inputs: dict[str, Any] = {"afd_repo": str(ws.plugin.path), "vllm_src": str(ws.vllm.path),
-                              "target_ref": TARGET_TAG, "evidence_dir": evidence}
+                              "target_ref": TARGET_TAG, "evidence_dir": evidence, "python": python}
     if sc.mode != "planning-audit":
-        inputs.update(afd_base=ws.plugin.base_sha, python=STABLE_PYTHON)
+        inputs["afd_base"] = ws.plugin.base_sha
     if sc.final_files:
         inputs.update(unit_junit=f"{evidence}/unit.xml", e2e_junit=f"{evidence}/e2e.xml",
                       accuracy_results=f"{evidence}/accuracy.yaml")
@@ -1023,17 +1555,20 @@ def make_example(sc: Scenario, out_dir: Path, machine: dict[str, Any] | None = N
     """Build the repositories, write the evidence into out_dir/evidence, collect, write facts.json
     and inputs.yaml. Paths inside are the stable ones (/srv/...) and examples/<name>/evidence."""
     rel_evidence = f"examples/{sc.name}/evidence"
+    if sc.machine_snapshot is not None:
+        machine = machine_from_snapshot(sc.machine_snapshot)
+    # The target interpreter is the one whose stack the machine facts describe.
+    python = str(machine["stack"].get("interpreter") or STABLE_PYTHON) if machine else STABLE_PYTHON
     with tempfile.TemporaryDirectory(prefix="afd-example-") as tmp:
         ws = workspace(Path(tmp), post=sc.post, variant=sc.variant)
         machine = dict(machine) if machine else machine_facts(sc.gpus)
-        gpu = machine["gpu"]
         evidence = out_dir / "evidence"
         if evidence.exists():
             for f in evidence.iterdir():
                 f.unlink()
         evidence.mkdir(parents=True, exist_ok=True)
-        write_evidence(sc, ws, evidence, gpu)
-        inputs = scenario_inputs(sc, ws, str(evidence.resolve()))
+        write_evidence(sc, ws, evidence, machine["gpu"])
+        inputs = scenario_inputs(sc, ws, str(evidence.resolve()), python)
         snap = collect_facts(sc.mode, inputs, cwd=ws.plugin.path, machine=machine)
         reps = ws.replacements(rel_evidence)
         reps[str(evidence.resolve())] = rel_evidence
@@ -1042,8 +1577,8 @@ def make_example(sc: Scenario, out_dir: Path, machine: dict[str, Any] | None = N
         for key in ("unit_junit", "e2e_junit", "accuracy_results"):
             if key in shown:
                 shown[key] = shown[key].replace(str(evidence.resolve()), rel_evidence)
-        header = (f"# {sc.description}\n# Facts were collected in {STABLE_AFD} (cwd) against {STABLE_VLLM}; "
-                  "re-evaluate with the command in examples/README.md.\n")
+        header = (f"# {sc.description}\n# Facts were collected in {STABLE_AFD} (cwd) against {STABLE_VLLM} with exactly "
+                  "these inputs; re-evaluate with the command in examples/README.md.\n")
         (out_dir / "inputs.yaml").write_text(header + yaml.safe_dump(shown, sort_keys=False), encoding="utf-8")
 
 
@@ -1071,8 +1606,9 @@ def main(argv: list[str]) -> int:
     what = argv[0] if argv else ""
     if what == "examples":
         # --machine FILE: take the machine facts of the final-* scenarios from a real snapshot.
-        real = machine_from_snapshot(Path(argv[argv.index("--machine") + 1])) if "--machine" in argv else None
-        only = [a for a in argv[1:] if not a.startswith("--") and (real is None or a != argv[argv.index("--machine") + 1])]
+        machine_file = argv[argv.index("--machine") + 1] if "--machine" in argv else None
+        real = machine_from_snapshot(Path(machine_file)) if machine_file else None
+        only = [a for a in argv[1:] if not a.startswith("--") and a != machine_file]
         for sc in EXAMPLES:
             if only and sc.name not in only:
                 continue
