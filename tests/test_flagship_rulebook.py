@@ -84,23 +84,46 @@ def test_references_are_our_own_words() -> None:
         assert copied == [], f"{ref.name} copies: {copied[:2]}"
 
 
+# Conditions that cannot be made false by design: a missing comment field or an unnamed upstream is
+# a deliberate UNKNOWN gap (`size(violations) == 0 || unknown(...)`), never UNSATISFIED.
+NEVER_FALSE = {"INVENTORY_AFD_CONTRACTS/evidence/patch_comments_present",
+               "INVENTORY_AFD_CONTRACTS/evidence/patch_upstream_known"}
+
+
 def test_rulebook_suite_passes_with_full_coverage() -> None:
     coverage = Coverage()
     results = run_suite(SUITE, coverage)
     failures = {r.case.name: r.failures for r in results if not r.ok}
     assert failures == {}
-    assert len(results) >= 90
-    assert coverage.percent >= 90.0, sorted(k for k in coverage.seen if not coverage.covered(k))
+    assert len(results) >= 130
+    assert {k for k in coverage.seen if not coverage.covered(k)} == NEVER_FALSE
+    for key in NEVER_FALSE:  # both outcomes they can have are exercised
+        assert coverage.seen[key] == {"SATISFIED", "UNKNOWN"}, key
+    assert coverage.percent >= 98.0
     modes = {r.case.mode for r in results}
     assert modes == {"planning-audit", "implementation", "final-validation"}
-    # Every phase is seen passing and not passing somewhere in the suite.
+    # Every phase is seen passing and not passing somewhere in the suite, and every case asserts
+    # more than statuses: a blocker, message, next action, check result or derived value.
     seen: dict[str, set[str]] = {p: set() for p in PHASES}
     for r in results:
         assert r.trace is not None
         for rec in r.trace.phases:
             seen[rec.phase].add(rec.status)
+        e = r.case.expect
+        assert e.blockers or e.messages or e.next or e.checks or e.derived or e.verdict_summary or e.verdict, r.case.name
     for pid, got in seen.items():
         assert "PASS" in got and got - {"PASS", "SKIPPED"}, (pid, got)
+
+
+def test_suite_overrides_raw_facts_only() -> None:
+    """Cases state raw facts; derived values are recomputed, never injected as facts."""
+    from policyrun.ruletest import load_suite
+
+    model = load_checked(RULEBOOK).model
+    suite = load_suite(SUITE)
+    for case in suite.cases:
+        assert set(case.facts) <= set(model.probes), (case.name, set(case.facts) - set(model.probes))
+        assert not set(case.facts) & set(model.derive), case.name
 
 
 @pytest.mark.parametrize("name", list(fx.SNAPSHOTS))
