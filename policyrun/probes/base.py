@@ -23,6 +23,7 @@ SIDE_EFFECTS: dict[str, str] = {
     "gpu_context": "initialises a CUDA context on a GPU",
     "gpu_allocate": "allocates GPU memory or runs GPU work",
     "network": "reaches the network",
+    "exec": "runs a program named by the rulebook",
 }
 
 

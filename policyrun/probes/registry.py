@@ -25,6 +25,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.junit",
     "policyrun.probes.results",
     "policyrun.probes.system",
+    "policyrun.probes.host", "policyrun.probes.python_modules",
 )
 
 ENTRY_POINT_GROUP = "policyrun.probes"
