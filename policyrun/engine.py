@@ -11,7 +11,7 @@ from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
 from policyrun.interpreter import evaluate_records
 from policyrun.rulebook import LoadedRulebook, load_rulebook
-from policyrun.trace import RulebookRef, Trace
+from policyrun.trace import LayerRef, RulebookRef, Trace
 
 
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
@@ -71,7 +71,9 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
     from policyrun.guard import run_guarded
 
-    ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display)
+    ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display,
+                      chain=[LayerRef(name=c.name, path=c.path, sha256=c.sha256) for c in rb.chain]
+                      if len(rb.chain) > 1 else [])
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
     facts.values()  # computed before the guard forks, so the evaluation child only reads it

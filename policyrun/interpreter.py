@@ -255,6 +255,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         blockers = [c["message"] for c in checks if c["outcome"] is not None and c["message"]]
         return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason, "evidence": checks,
                 "blocker": blocker, "blockers": blockers if len(blockers) > 1 else [],
+                "disabled": [{"id": d.id, "reason": d.reason} for d in phase.disabled],
                 "next_allowed_action": next_action or "", "location": loc}
 
     mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []

@@ -37,6 +37,11 @@ def lint_dependencies(rb: LoadedRulebook) -> list[Path]:
     report templates' folders (a template may include or extend any file there)."""
     base = rb.directory
     deps: list[Path] = []
+    from policyrun.locate import shipped_dir
+
+    for layer in rb.chain[:-1]:  # an overlay's bases
+        deps.append(shipped_dir() / layer.path.removeprefix("<shipped>/") if layer.path.startswith("<shipped>/")
+                    else Path(layer.path))
     for schema in rb.model.schemas.values():
         if isinstance(schema, str):
             deps.append(base / schema)

@@ -169,6 +169,15 @@ class Derived(BaseModel):
     modes: list[str] | None = Field(default=None, description="Compute only in these modes (default: all).")
 
 
+class Disabled(BaseModel):
+    """A check an overlay removed, and why (kept so the trace shows it)."""
+
+    model_config = _STRICT
+
+    id: str
+    reason: str = Field(min_length=1)
+
+
 class Phase(BaseModel):
     model_config = _STRICT
 
@@ -182,6 +191,8 @@ class Phase(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     next: dict[Status, str] = Field(default_factory=dict)
     references: list[str] = Field(default_factory=list)
+    disabled: list[Disabled] = Field(default_factory=list,
+                                     description="Checks an overlay disabled (`disable: [{id, reason}]`).")
 
     @field_validator("preconditions", mode="before")
     @classmethod
@@ -212,6 +223,8 @@ class Rulebook(BaseModel):
                               json_schema_extra={"title": "policyrun rulebook"})
 
     policyrun: Literal[1] = Field(description="Rulebook format version.")
+    extends: str | None = Field(default=None, description="An overlay's base: a shipped rulebook name or a path "
+                                                          "relative to this file (docs/overlays.md).")
     name: ModeName
     version: str = "0"
     description: str = ""

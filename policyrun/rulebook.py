@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from policyrun.errors import Finding, Location, RulebookError, UsageError
 from policyrun.locate import display_name, resolve_ref, shipped_dir, shipped_rulebooks
 from policyrun.model import Rulebook
+from policyrun.overlay import Layer, load_layered
 from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text
 
 # Finding rulebooks lives in policyrun.locate (light enough for lint's cached path).
@@ -31,6 +32,7 @@ class LoadedRulebook:
     display: str  # the path as shown in messages and traces
     sha256: str
     source: SourceMap
+    chain: tuple[Layer, ...] = ()  # with `extends`: every file of the chain, base first (this one last)
 
     def locate(self, path: NodePath, *, key: bool = False) -> Location:
         return self.source.locate(path, key=key)
@@ -38,6 +40,18 @@ class LoadedRulebook:
     @property
     def directory(self) -> Path:
         return self.path.resolve().parent
+
+    def file_of(self, path: NodePath) -> Path:
+        """The file that wrote a node: this rulebook, or for an overlay the layer it came from (paths
+        a rulebook names — templates, schema files — are relative to the file that names them)."""
+        from policyrun.overlay import LayeredSourceMap
+
+        if isinstance(self.source, LayeredSourceMap):
+            smap, _ = self.source.origin(path)
+            for layer in self.chain:
+                if layer.path == smap.file and layer.file:
+                    return Path(layer.file)
+        return self.path
 
 
 def load_rulebook(ref: str | Path | None) -> LoadedRulebook:
@@ -49,13 +63,16 @@ def load_rulebook(ref: str | Path | None) -> LoadedRulebook:
     if not isinstance(data, dict):
         raise RulebookError("a rulebook is a YAML mapping with `policyrun: 1`, `name`, `modes` and `phases`",
                             code="S001", location=Location(name, 1, 1))
+    chain: list[Layer] = []
+    if "extends" in data:  # an overlay: merge the chain first, keeping every node's own file
+        data, smap, chain = load_layered(path, name, data, smap)
     try:
         model = Rulebook.model_validate(data)
     except ValidationError as exc:
         findings = validation_findings(exc, smap)
         raise RulebookError(findings[0].message, code=findings[0].code, location=findings[0].location,
                             findings=findings) from None
-    return LoadedRulebook(model, path, name, hashlib.sha256(text.encode()).hexdigest(), smap)
+    return LoadedRulebook(model, path, name, hashlib.sha256(text.encode()).hexdigest(), smap, tuple(chain))
 
 
 def validation_findings(exc: ValidationError, smap: SourceMap) -> list[Finding]:

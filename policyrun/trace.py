@@ -87,10 +87,20 @@ class PhaseRecord(BaseModel):
     reason: str
     evidence: list[CheckRecord] = Field(default_factory=list)
     blocker: str | None = None
+    disabled: list[dict[str, str]] = Field(default_factory=list,
+                                           description="Checks an overlay disabled, with the reason.")
     blockers: list[str] = Field(default_factory=list, description="Every check's blocker when more than one check "
                                                                   "imposed a status (the first is `blocker`'s).")
     next_allowed_action: str
     location: str | None = None
+
+
+class LayerRef(BaseModel):
+    model_config = _FROZEN
+
+    name: str
+    path: str
+    sha256: str
 
 
 class RulebookRef(BaseModel):
@@ -100,6 +110,7 @@ class RulebookRef(BaseModel):
     version: str
     sha256: str
     path: str | None = None
+    chain: list[LayerRef] = Field(default_factory=list, description="An overlay's files, base first (this one last).")
 
 
 class VerdictRecord(BaseModel):

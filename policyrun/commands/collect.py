@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
-                    only=set(args.only) or None, rulebook_dir=rb.directory)
+                    only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent)
     text = facts.to_json()
     if args.output == "-":
         sys.stdout.write(text)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     from policyrun.render import check_formats, rulebook_templates, write_run
 
-    templates = rulebook_templates(rb.model, rb.path) if args.format else None
+    templates = rulebook_templates(rb.model, rb.file_of(("report",))) if args.format else None
     formats = check_formats([args.format], templates)  # before any probe runs
     notes: dict[str, object] = {}
     if args.facts:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from policyrun.collect import collect
 
-        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.directory)
+        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
                      fail_on_warn=args.fail_on == "warn")
 

@@ -187,7 +187,7 @@ def template_findings(rb: LoadedRulebook) -> list[Finding]:
     if spec is None:
         return []
     findings: list[Finding] = []
-    base = rb.path.parent
+    base = rb.file_of(("report",)).parent  # an overlay's report may come from its base
     for name, rel in _template_names(rb.model).items():
         node = ("report", "templates", name) if name in spec.templates else ("report", "template")
         problem = rulebook_template_problem(base, rel)

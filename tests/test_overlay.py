@@ -1,0 +1,170 @@
+"""Overlays: `extends` merges a short rulebook onto a base, and every finding stays in its own file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from policyrun.cli import main
+from policyrun.errors import RulebookError
+from policyrun.lint import lint_file
+from policyrun.rulebook import load_rulebook
+
+BASE = """\
+policyrun: 1
+name: base
+version: "1"
+inputs:
+  repo: {type: path, default: ".", description: the repository}
+vars:
+  limit: 2
+  label: PATCH
+modes:
+  audit: {phases: [A, B], permissions: {network: false}}
+probes:
+  n: {uses: const, with: {value: 3}}
+derive:
+  doubled: {value: "facts.n * 2"}
+phases:
+  - id: A
+    evidence:
+      - {id: small, check: "facts.n <= vars.limit", message: "n is ${facts.n}"}
+      - {id: positive, check: "facts.n > 0"}
+  - id: B
+    evidence:
+      - {id: doubled_even, check: "derived.doubled % 2 == 0"}
+verdicts:
+  - {id: fine, when: "phases.B.status == 'PASS'", summary: "all good"}
+"""
+
+
+@pytest.fixture()
+def base(tmp_path: Path) -> Path:
+    (tmp_path / "base").mkdir()
+    path = tmp_path / "base" / "base.yaml"
+    path.write_text(BASE)
+    return path
+
+
+def _overlay(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "overlay.yaml"
+    path.write_text(text)
+    return path
+
+
+def _facts(tmp_path: Path) -> Path:
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps({"policyrun_facts": 1, "facts": {
+        "n": {"value": 3, "provenance": {"probe": "n", "kind": "const", "params": {"value": 3}}}}}))
+    return path
+
+
+def test_merge_rules(base: Path, tmp_path: Path) -> None:
+    overlay = _overlay(tmp_path, """\
+policyrun: 1
+name: adapted
+extends: base/base.yaml
+inputs:
+  repo: {default: "plugin"}
+vars:
+  limit: 5
+modes:
+  audit: {permissions: {exec: false}}
+derive:
+  doubled: {value: "facts.n * 4"}
+phases:
+  - id: A
+    disable:
+      - {id: positive, reason: "n is a count; never negative here"}
+    evidence:
+      - {id: named, check: "vars.label == 'PATCH'"}
+  - id: C
+    evidence:
+      - {id: extra, check: "true"}
+verdicts:
+  - {id: adapted_ok, when: "phases.A.status == 'PASS'", summary: "adapted"}
+""")
+    rb = load_rulebook(overlay).model
+    assert rb.name == "adapted" and rb.version == "1"
+    assert rb.inputs["repo"].default == "plugin" and rb.inputs["repo"].description == "the repository"
+    assert rb.vars == {"limit": 5, "label": "PATCH"}
+    assert rb.modes["audit"].permissions == {"network": False, "exec": False}
+    assert rb.derive["doubled"].value == "facts.n * 4"
+    assert [e.id for e in rb.phases[0].evidence] == ["small", "named"]
+    assert [(d.id, d.reason) for d in rb.phases[0].disabled] == [("positive", "n is a count; never negative here")]
+    assert [p.id for p in rb.phases] == ["A", "B", "C"]
+    assert [v.id for v in rb.verdicts] == ["adapted_ok", "fine"]
+
+
+def test_findings_are_located_in_the_file_that_wrote_them(base: Path, tmp_path: Path) -> None:
+    base.write_text(BASE.replace("derived.doubled % 2 == 0", "derived.doubld % 2 == 0"))
+    overlay = _overlay(tmp_path, """\
+policyrun: 1
+name: adapted
+extends: base/base.yaml
+phases:
+  - id: A
+    evidence:
+      - {id: named, check: "vars.lable == 'x'"}
+""")
+    findings = {(f.code, f.location.file, f.location.line) for f in lint_file(overlay)}
+    typo_line = base.read_text().splitlines().index(
+        "      - {id: doubled_even, check: \"derived.doubld % 2 == 0\"}") + 1
+    assert ("L022", str(base), typo_line) in findings  # in the base, where it was written
+    assert ("L002", str(overlay), 7) in findings  # in the overlay
+
+
+def test_trace_records_the_chain_and_disabled_checks(base: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    overlay = _overlay(tmp_path, """\
+policyrun: 1
+name: adapted
+extends: base/base.yaml
+vars: {limit: 5}
+phases:
+  - id: A
+    disable: [{id: positive, reason: "not our convention"}]
+""")
+    out = tmp_path / "out"
+    assert main(["evaluate", str(overlay), "--facts", str(_facts(tmp_path)), "--out", str(out), "-q"]) == 0
+    trace = json.loads((out / "trace.json").read_text())
+    chain = trace["rulebook"]["chain"]
+    assert [c["name"] for c in chain] == ["base", "adapted"]
+    assert chain[0]["path"] == str(base) and len(chain[0]["sha256"]) == 64
+    assert trace["phases"][0]["disabled"] == [{"id": "positive", "reason": "not our convention"}]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("text, code, line", [
+    ("extends: base/bsae.yaml\n", "O001", 3),
+    ("extends: overlay.yaml\n", "O002", 3),
+    ("extends: base/base.yaml\nphases:\n  - id: A\n    disable: [{id: positive}]\n", "O003", 6),
+    ("extends: base/base.yaml\nphases:\n  - id: A\n    disable: [{id: nope, reason: x}]\n", "O003", 6),
+])
+def test_bad_overlays_are_located(base: Path, tmp_path: Path, text: str, code: str, line: int) -> None:
+    overlay = _overlay(tmp_path, "policyrun: 1\nname: adapted\n" + text)
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert exc.value.code == code
+    assert exc.value.location is not None and exc.value.location.file == str(overlay)
+    assert exc.value.location.line == line
+
+
+def test_overlay_of_a_shipped_rulebook_lints_clean(tmp_path: Path) -> None:
+    overlay = _overlay(tmp_path, """\
+policyrun: 1
+name: other-plugin-upgrade
+extends: upgrade-gpu-version
+vars:
+  version_constant_names: [PLUGIN_VLLM_VERSION]
+  patch_marker_start: '^#\\s*>>>\\s*AFD-PATCH\\b:?\\s*(?P<label>.*?)\\s*$'
+  patch_marker_end: '^#\\s*<<<\\s*AFD-PATCH\\b:?\\s*(?P<label>.*?)\\s*$'
+inputs:
+  patches_dir: {default: "other_plugin/patches"}
+""")
+    assert [f for f in lint_file(overlay) if f.severity == "error"] == []
+    rb = load_rulebook(overlay)
+    assert rb.model.vars["version_constant_names"] == ["PLUGIN_VLLM_VERSION"]
+    assert rb.file_of(("report",)).name == "upgrade-gpu-version.yaml"  # templates stay the base's
