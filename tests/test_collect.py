@@ -191,7 +191,13 @@ def test_git_provenance(tmp_path: Path) -> None:
     assert (prov.probe, prov.kind, prov.params) == ("target", "git.resolve", {"path": "repo", "ref": "v1"})
     assert prov.repo is not None and prov.repo.head == repo.sha("HEAD")
     assert prov.repo.path == str(repo.path.resolve())
-    assert prov.commands == [f"git -C {repo.path.resolve()} rev-parse v1 'v1^{{}}' --symbolic-full-name v1 --"]
+    root = repo.path.resolve()
+    # Finding the repository and reading its config (to neutralise program-running keys) come first.
+    assert prov.commands == [
+        f"git -C {root} rev-parse --absolute-git-dir --git-common-dir --is-bare-repository --is-inside-work-tree "
+        "--show-cdup HEAD",
+        f"git -C {root} config -z --list",
+        f"git -C {root} rev-parse v1 'v1^{{}}' --symbolic-full-name v1 --"]
     iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
     assert re.fullmatch(iso, prov.started_at or "") and re.fullmatch(iso, prov.finished_at or "")
     assert prov.duration_s is not None and prov.duration_s >= 0 and prov.error is None
