@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from policyrun.cli import main
 from policyrun.collect import collect
 from policyrun.lint import findings_for
 from policyrun.model import Rulebook
@@ -506,6 +507,9 @@ SITE = {
                   "if SEEN != '': raise RuntimeError('GPU visible: ' + repr(SEEN))\n",
     "hangmod.py": "import time\ntime.sleep(300)\n",
     "threadmod.py": "import threading, time\nthreading.Thread(target=time.sleep, args=(300,)).start()\n",
+    "torch/__init__.py": "__version__ = '2.7.1+cu128'\n",
+    "vllm/__init__.py": "__version__ = '0.27.0'\n",
+    "flash_attn/__init__.py": "__version__ = '2.8.0'\n",
 }
 
 
@@ -622,3 +626,33 @@ def test_signal_names() -> None:
     from policyrun.probes.host import _signal_name
 
     assert _signal_name(int(signal.SIGKILL)) == "SIGKILL" and _signal_name(250) == "signal 250"
+
+
+# --- the documented example -----------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "probes-host.md"
+
+
+def test_documented_preflight_rulebook_runs(tmp_path: Path, site_python: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    rulebook = tmp_path / "preflight.yaml"
+    rulebook.write_text(re.search(r"```yaml\n(.*?)```", DOCS.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    assert [f for f in findings_for(load_rulebook(rulebook)) if f.severity == "error"] == []
+    _exe(tmp_path / "bin" / "nvidia-smi", "printf 'NVIDIA H200, 0 MiB\\nNVIDIA H200, 0 MiB\\n'\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model-00001.safetensors").write_text("")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
+    monkeypatch.chdir(tmp_path)
+    args = ["evaluate", str(rulebook), "--set", f"model_dir={model}", "--set", f"python={site_python}", "-q"]
+    assert main([*args, "--mode", "preflight", "--out", str(tmp_path / "pf")]) == 0
+    trace = json.loads((tmp_path / "pf" / "trace.json").read_text())
+    assert [(p["phase"], p["status"]) for p in trace["phases"]] == [("HOST", "PASS"), ("GPU", "PASS")]
+    assert "hf_xxx" not in (tmp_path / "pf" / "trace.json").read_text()
+    _exe(tmp_path / "bin" / "nvidia-smi", "printf 'NVIDIA H200, 70000 MiB\\n'\n")
+    assert main([*args, "--mode", "preflight", "--out", str(tmp_path / "busy")]) == 1
+    trace = json.loads((tmp_path / "busy" / "trace.json").read_text())
+    assert [(p["phase"], p["status"]) for p in trace["phases"]] == [("HOST", "PASS"), ("GPU", "FAIL")]
