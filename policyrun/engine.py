@@ -67,7 +67,8 @@ def now_utc() -> str:
 
 
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
-             timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False) -> Trace:
+             timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False,
+             waivers: Any = None) -> Trace:
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
     from policyrun.guard import run_guarded
 
@@ -79,5 +80,5 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     facts.values()  # computed before the guard forks, so the evaluation child only reads it
     records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
                                                    rulebook_ref=ref, locations=locations, generated_at=stamp,
-                                                   notes=notes, fail_on_warn=fail_on_warn))
+                                                   notes=notes, fail_on_warn=fail_on_warn, waivers=waivers))
     return Trace.model_validate(records)

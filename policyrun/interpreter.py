@@ -53,6 +53,7 @@ class EvalContext:
     derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
     derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
     activation: Any = None
+    waivers: Any = None  # policyrun.waivers.Waivers, with --waivers
     # path → read record: facts, inputs, vars and derived values do not change during the phases,
     # so a path read by many checks is looked up and summarised once.
     read_cache: dict[str, Rec] = field(default_factory=dict)
@@ -85,16 +86,17 @@ class ValueOutcome:
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                       generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
-                      fail_on_warn: bool = False) -> Trace:
+                      fail_on_warn: bool = False, waivers: Any = None) -> Trace:
     return Trace.model_validate(evaluate_records(rulebook, mode=mode, inputs=inputs, facts=facts,
                                                  rulebook_ref=rulebook_ref, locations=locations,
-                                                 generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn))
+                                                 generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn,
+                                                 waivers=waivers))
 
 
 def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                      rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                      generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
-                     fail_on_warn: bool = False) -> dict[str, Any]:
+                     fail_on_warn: bool = False, waivers: Any = None) -> dict[str, Any]:
     """The trace as plain data (validated into `Trace` by the caller): cheap to pass from the
     guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
@@ -104,7 +106,7 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     try:
         with fact_status(fact_status_of(facts)):
             return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
-                             fail_on_warn)
+                             fail_on_warn, waivers)
     finally:
         if enabled:
             gc.enable()
@@ -117,8 +119,8 @@ def fact_status_of(facts: FactsSnapshot) -> dict[str, str | None]:
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
-              notes: Mapping[str, Any] | None, fail_on_warn: bool) -> dict[str, Any]:
-    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {})
+              notes: Mapping[str, Any] | None, fail_on_warn: bool, waivers: Any) -> dict[str, Any]:
+    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers)
     phases_var: dict[str, dict[str, Any]] = {}
     fact_values = facts.values()
     ctx.variables = {"facts": fact_values, "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
@@ -148,6 +150,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
         "generated_at": generated_at, "rulebook": rulebook_ref.model_dump(), "mode": mode, "inputs": dict(inputs),
         "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "derived": derived, "phases": records,
         "verdict": verdict, "exit_code": exit_code, "fail_on_warn": fail_on_warn,
+        "waivers": waivers.report(rulebook) if waivers is not None else None,
         "provenance": dict(sorted(provenance.items())),
         **(notes or {})}
 
@@ -291,8 +294,10 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome, key)
         checks.append(rec)
         if outcome.result == "SATISFIED":
-            rec["outcome"] = stop.status
             rec["message"] = interpolate_text(stop.blocker, ctx.variables)
+            if stop.id and _waive(ctx, phase.id, stop.id, rec):
+                continue
+            rec["outcome"] = stop.status
             return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks, rec["message"],
                           _check_next(ctx, stop.next))
         if outcome.result == "UNKNOWN":
@@ -307,6 +312,8 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
+        if rec["outcome"] is not None and _waive(ctx, phase.id, ev.id, rec):
+            rec["outcome"] = None
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
@@ -316,10 +323,25 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
         return record(status, f"evidence {', '.join(failing)}", checks, worst[1]["message"],
                       _check_next(ctx, worst[2]))
-    unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]]
+    unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]
+               and not c.get("waiver")]
+    waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
     reason = "all evidence satisfied" if not unknown else \
         f"evidence satisfied; UNKNOWN allowed in mode {ctx.mode}: {', '.join(unknown)}"
+    if waived:
+        reason += f"; WAIVED: {', '.join(waived)}"
     return record("PASS", reason, checks)
+
+
+def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: Rec) -> bool:
+    """Whether a waiver keeps this failing check from imposing a status (recorded on the check)."""
+    if ctx.waivers is None:
+        return False
+    found = ctx.waivers.find(ctx.rulebook, ctx.mode, phase_id, check_id)
+    if found is None:
+        return False
+    rec["waiver"] = found
+    return True
 
 
 def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:

@@ -21,6 +21,10 @@ def lint_file(path: Path) -> list[Finding]:
     cached = lintcache.lookup(path)
     if cached is not None:
         return cached
+    if _is_waivers_file(path):
+        from policyrun.waivers import lint_waivers
+
+        return lint_waivers(path)  # not cached: expiry depends on the day
     try:
         rb = load_rulebook(path)
     except PolicyrunError as exc:
@@ -131,3 +135,13 @@ def _template_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.render import template_findings
 
     return template_findings(rb)
+
+
+def _is_waivers_file(path: Path) -> bool:
+    """A waivers file names its format on a top-level `policyrun_waivers:` line."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return any(line.startswith(b"policyrun_waivers:") for line in head.splitlines())

@@ -79,6 +79,9 @@ class Mode(BaseModel):
                                          description="Side effects the mode allows, e.g. gpu_context, write_repos.")
     on_missing: MissingPolicy = Field(default="BLOCKED",
                                       description="Default for checks whose facts are missing in this mode.")
+    waivers: Literal["all", "none"] | list[Identifier] = Field(
+        default="all", description="Phases whose checks a waivers file may waive in this mode: all, none, or a "
+                                   "list of phase ids (docs/waivers.md).")
     gating: Gating = Field(default="sequential",
                            description="sequential: a phase that did not pass keeps every later phase from "
                                        "starting; independent: phases gate only through explicit `requires` "

@@ -13,8 +13,10 @@ def schema_for(which: str) -> dict[str, Any]:
     from policyrun.facts import FactsSnapshot
     from policyrun.model import Rulebook
     from policyrun.trace import Trace
+    from policyrun.waivers import WaiverFile
 
-    models: dict[str, type[BaseModel]] = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace}
+    models: dict[str, type[BaseModel]] = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace,
+                                          "waivers": WaiverFile}
     model = models[which]
     schema = model.model_json_schema(by_alias=True)
     if which == "rulebook":
@@ -71,7 +73,7 @@ def write_all(folder: str = "schemas") -> None:
 
     out = Path(folder)
     out.mkdir(exist_ok=True)
-    for which in ("rulebook", "facts", "trace"):
+    for which in ("rulebook", "facts", "trace", "waivers"):
         (out / f"{which}.schema.json").write_text(schema_text(which), encoding="utf-8")
 
 

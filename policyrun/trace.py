@@ -53,6 +53,9 @@ class CheckRecord:
     message: str | None = Field(default=None, description="For people: the blocker this check imposes, or why its "
                                                           "result is UNKNOWN.")
     violations: Any = Field(default=None, description="The evidence's `violations` list (summarised when large).")
+    waiver: dict[str, Any] | None = Field(default=None, description="The waiver that kept this failing check from "
+                                                                    "imposing a status (owner, reason, expires, ticket, "
+                                                                    "source): WAIVED.")
     location: str | None = Field(default=None, description="Rulebook file:line:col of the check.")
 
 
@@ -132,6 +135,9 @@ class Trace(BaseModel):
     inputs: dict[str, Any]
     vars: dict[str, Any] = Field(default_factory=dict)
     facts_sha256: str
+    waivers: dict[str, Any] | None = Field(default=None, description="With --waivers: the date they were "
+                                                                     "checked against, and a warning per waiver "
+                                                                     "that had no effect.")
     stale_facts: list[StaleFact] = Field(
         default_factory=list, description="Facts evaluated although collected with other parameters "
                                           "(`--allow-stale-facts`).")

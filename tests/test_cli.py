@@ -209,7 +209,7 @@ def test_usage_error_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("evaluate", "--no-such-flag") == 3
 
 
-@pytest.mark.parametrize("which", ["rulebook", "facts", "trace"])
+@pytest.mark.parametrize("which", ["rulebook", "facts", "trace", "waivers"])
 def test_checked_in_schemas_match_models(which: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("schema", which) == 0
     printed = capsys.readouterr().out

@@ -25,6 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
+    p.add_argument("--waivers", type=Path, metavar="FILE",
+                   help="waivers file: governed, expiring exceptions to checks (docs/waivers.md)")
+    p.add_argument("--as-of", metavar="YYYY-MM-DD",
+                   help="the date waivers are checked against (default: today, UTC)")
     p.add_argument("--fail-on", choices=["warn"], default=None,
                    help="exit 1 when a phase ends WARN (default: warnings are reported and exit 0)")
     p.add_argument("--allow-stale-facts", action="store_true",
@@ -54,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     templates = rulebook_templates(rb.model, rb.file_of(("report",))) if args.format else None
     formats = check_formats([args.format], templates)  # before any probe runs
+    waivers = _waivers(args.waivers, args.as_of)  # checked before any probe runs
     notes: dict[str, object] = {}
     if args.facts:
         facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
@@ -63,13 +68,18 @@ def run(args: argparse.Namespace) -> int:
 
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
-                     fail_on_warn=args.fail_on == "warn")
+                     fail_on_warn=args.fail_on == "warn", waivers=waivers)
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
     written = write_run(trace, formats, args.out, rulebook_templates=templates)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
+    if trace.waivers and not args.json:
+        from policyrun.errors import terminal_text
+
+        for warning in trace.waivers.get("warnings", []):
+            sys.stderr.write(terminal_text(f"policyrun: warning: {warning}") + "\n")
     if not args.json and not args.quiet:
         sys.stderr.write("wrote " + ", ".join(str(p) for p in written) + "\n")
     return trace.exit_code
@@ -90,3 +100,23 @@ def _check_snapshot(rb: Any, mode: str, inputs: dict[str, Any], facts: Any, *, a
     raise UsageError(f"the facts do not match rulebook {rb.display} in mode {mode} with these inputs "
                      f"({len(stale)} probe(s)):\n{lines}{more}\ncollect them again with `policyrun collect`, "
                      "or pass --allow-stale-facts to evaluate them anyway (the trace records it)", code="F005")
+
+
+def _waivers(path: Path | None, as_of: str | None) -> Any:
+    if path is None:
+        if as_of is not None:
+            raise UsageError("--as-of applies to --waivers", code="U003")
+        return None
+    from datetime import UTC, date, datetime
+
+    from policyrun.waivers import Waivers, load_waivers
+
+    if as_of is None:
+        day = datetime.now(UTC).date()
+    else:
+        try:
+            day = date.fromisoformat(as_of)
+        except ValueError:
+            raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
+    waivers, sources = load_waivers(path)
+    return Waivers(waivers, sources, as_of=day)

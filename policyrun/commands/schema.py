@@ -7,8 +7,8 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("schema", help="print the JSON Schema of rulebooks, facts or traces")
-    p.add_argument("which", choices=["rulebook", "facts", "trace"])
+    p = sub.add_parser("schema", help="print the JSON Schema of rulebooks, facts, traces or waivers")
+    p.add_argument("which", choices=["rulebook", "facts", "trace", "waivers"])
     p.set_defaults(func=run)
 
 

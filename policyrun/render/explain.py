@@ -32,6 +32,9 @@ def _provenance_lines(probe: str, prov: Provenance | None) -> list[str]:
 
 def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
     outcome = f" -> phase {check.outcome}" if check.outcome else ""
+    if check.waiver:
+        w = check.waiver
+        outcome = f" -> WAIVED ({w.get('owner')}, until {w.get('expires')}: {w.get('reason')})"
     where = f"  ({check.location})" if check.location else ""
     lines = [f"{RESULT_ICONS.get(check.result, '?')} {check.kind} {check.id}: {check.result}{outcome}{where}",
              f"    {check.expression}"]

@@ -123,6 +123,9 @@ def _check_view(check: CheckRecord, provenance: Mapping[str, dict[str, Any]]) ->
         "result": check.result,
         "result_icon": RESULT_ICONS.get(check.result, "?"),
         "outcome": check.outcome,
+        # A waived check imposed nothing: every report says WAIVED, by whom and until when.
+        "waived": (f"{check.waiver.get('owner')}, until {check.waiver.get('expires')}: {check.waiver.get('reason')}"
+                   + (f" ({check.waiver.get('ticket')})" if check.waiver.get("ticket") else "")) if check.waiver else None,
         "message": check.message,
         "location": check.location,
         "decisive": is_decisive(check),

@@ -1,0 +1,199 @@
+"""Waivers: governed, expiring exceptions to individual checks.
+
+A waivers file (`evaluate --waivers FILE`) lists which check of which phase of which rulebook is
+waived, why, by whom, until when, and optionally under which ticket:
+
+    policyrun_waivers: 1
+    waivers:
+      - rulebook: upgrade-gpu-version
+        phase: STATIC_AND_UNIT_GATE
+        check: unit_passed
+        reason: flaky under load, fix tracked upstream
+        owner: ada@example.com
+        expires: 2027-01-31
+        ticket: AFD-1234
+
+A waiver applies only where the rulebook allows it (`modes.<m>.waivers`: `all`, `none`, or a list
+of phase ids), only to evidence checks and stop conditions (a precondition is never waived), and
+only until its expiry date (inclusive, UTC). An applied waiver makes the check impose no status;
+the check keeps its result and message and carries the waiver (WAIVED in every report). An
+expired, unmatched or forbidden waiver has no effect and is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policyrun.errors import Finding, Location, UsageError
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class Waiver(BaseModel):
+    model_config = _STRICT
+
+    rulebook: str = Field(min_length=1, description="The rulebook's name (an overlay's own name).")
+    phase: str = Field(min_length=1)
+    check: str = Field(min_length=1, description="An evidence or stop-condition id of the phase.")
+    reason: str = Field(min_length=1, description="Why the check does not apply for now.")
+    owner: str = Field(min_length=1, description="Who granted the waiver and answers for it.")
+    expires: date = Field(description="Last day (UTC) the waiver applies, YYYY-MM-DD.")
+    ticket: str | None = Field(default=None, description="Where the follow-up is tracked.")
+
+
+class WaiverFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"title": "policyrun waivers"})
+
+    policyrun_waivers: Literal[1] = Field(description="Waivers format version.")
+    waivers: list[Waiver] = Field(default_factory=list)
+
+
+def load_waivers(path: Path) -> tuple[list[Waiver], list[str]]:
+    """The waivers and, for each, where it is written (`file:line:col`); errors located."""
+    from policyrun.rulebook import validation_findings
+    from policyrun.yamlsource import load_yaml_file
+
+    display = str(path)
+    try:
+        data, smap = load_yaml_file(path, display)
+    except Exception as exc:
+        from policyrun.errors import PolicyrunError
+
+        if isinstance(exc, PolicyrunError):
+            raise UsageError(f"waivers file: {exc.message}", code=exc.code, location=exc.location) from None
+        raise
+    if not isinstance(data, dict) or "policyrun_waivers" not in data:
+        raise UsageError("a waivers file is a mapping with `policyrun_waivers: 1` and `waivers:`",
+                         code="W001", location=Location(display, 1, 1))
+    try:
+        parsed = WaiverFile.model_validate(data)
+    except ValidationError as exc:
+        findings = validation_findings(exc, smap)
+        raise UsageError(f"waivers file: {findings[0].message}", code="W001", location=findings[0].location) from None
+    return list(parsed.waivers), [str(smap.locate(("waivers", i))) for i in range(len(parsed.waivers))]
+
+
+def waivable(rulebook: Any, mode: str, phase: str) -> bool:
+    allowed = rulebook.modes[mode].waivers
+    if allowed == "all":
+        return True
+    if allowed == "none":
+        return False
+    return phase in allowed
+
+
+class Waivers:
+    """The waivers of one evaluation: matched as checks fail, the rest reported at the end."""
+
+    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date) -> None:
+        self.waivers = waivers
+        self.sources = sources
+        self.as_of = as_of
+        self.used: set[int] = set()
+        self.notes: dict[int, str] = {}  # waiver index → why it had no effect
+
+    def find(self, rulebook: Any, mode: str, phase: str, check: str) -> dict[str, Any] | None:
+        """The waiver record for a failing check, or None (noting why a matching one did not apply)."""
+        for i, w in enumerate(self.waivers):
+            if (w.rulebook, w.phase, w.check) != (rulebook.name, phase, check):
+                continue
+            if not waivable(rulebook, mode, phase):
+                self.notes[i] = f"phase {phase} cannot be waived in mode {mode} (the rulebook's modes.{mode}.waivers)"
+                continue
+            if w.expires < self.as_of:
+                self.notes[i] = f"expired on {w.expires.isoformat()}"
+                continue
+            self.used.add(i)
+            return {"owner": w.owner, "reason": w.reason, "expires": w.expires.isoformat(), "ticket": w.ticket,
+                    "source": self.sources[i]}
+        return None
+
+    def report(self, rulebook: Any) -> dict[str, Any]:
+        """What the trace records: the date, and a warning for every waiver that had no effect."""
+        warnings: list[str] = []
+        for i, w in enumerate(self.waivers):
+            if i in self.used:
+                continue
+            where = self.sources[i]
+            if i in self.notes:
+                why = self.notes[i]
+            elif w.rulebook != rulebook.name:
+                why = f"it names rulebook {w.rulebook!r}, not {rulebook.name!r}"
+            elif (phase := rulebook.phase(w.phase)) is None:
+                hint = difflib.get_close_matches(w.phase, [p.id for p in rulebook.phases], n=1)
+                why = f"rulebook {rulebook.name!r} has no phase {w.phase!r}" + (f"; did you mean {hint[0]!r}?"
+                                                                                 if hint else "")
+            elif w.check not in _check_ids(phase):
+                hint = difflib.get_close_matches(w.check, _check_ids(phase), n=1)
+                why = f"phase {w.phase} has no evidence or stop condition {w.check!r}" + (
+                    f"; did you mean {hint[0]!r}?" if hint else "")
+            else:
+                why = "the check did not fail (or its phase did not run)"
+            warnings.append(f"{where}: waiver for {w.phase}.{w.check} had no effect: {why}")
+        return {"as_of": self.as_of.isoformat(), "warnings": warnings}
+
+
+def _check_ids(phase: Any) -> list[str]:
+    return [e.id for e in phase.evidence] + [s.id for s in phase.stop_when if s.id]
+
+
+def lint_waivers(path: Path) -> list[Finding]:
+    """Findings for a waivers file: its shape, and, when its rulebook can be found (a shipped name
+    or a path beside the file), that every phase and check exists; expired waivers are warnings."""
+    try:
+        waivers, sources = load_waivers(path)
+    except UsageError as exc:
+        return [Finding(exc.code, exc.message, exc.location or Location(str(path)))]
+    findings: list[Finding] = []
+    today = date.today()
+    for w, src in zip(waivers, sources, strict=True):
+        file, line, col = _split(src)
+        where = Location(file, line, col)
+        rb = _rulebook(path, w.rulebook)
+        if rb is not None:
+            phase = rb.phase(w.phase)
+            if phase is None:
+                hint = difflib.get_close_matches(w.phase, [p.id for p in rb.phases], n=1)
+                findings.append(Finding("W002", f"rulebook {w.rulebook!r} has no phase {w.phase!r}"
+                                        + (f"; did you mean {hint[0]!r}?" if hint else ""), where))
+            elif w.check not in _check_ids(phase):
+                hint = difflib.get_close_matches(w.check, _check_ids(phase), n=1)
+                findings.append(Finding("W002", f"phase {w.phase} has no evidence or stop condition {w.check!r}"
+                                        + (f"; did you mean {hint[0]!r}?" if hint else ""), where))
+        if w.expires < today:
+            findings.append(Finding("W003", f"waiver for {w.phase}.{w.check} expired on {w.expires.isoformat()}; "
+                                    "renew it or remove it", where, severity="warning"))
+    return findings
+
+
+def _split(source: str) -> tuple[str, int, int]:
+    file, _, rest = source.rpartition(":")
+    file2, _, line = file.rpartition(":")
+    try:
+        return file2, int(line), int(rest)
+    except ValueError:
+        return source, 0, 0
+
+
+def _rulebook(waivers_path: Path, name: str) -> Any:
+    from policyrun.errors import PolicyrunError
+    from policyrun.locate import shipped_rulebooks
+    from policyrun.rulebook import load_rulebook
+
+    candidates = [p for p in (waivers_path.parent / f"{name}.yaml",) if p.is_file()]
+    shipped = shipped_rulebooks()
+    if name in shipped:
+        candidates.append(shipped[name])
+    for candidate in candidates:
+        try:
+            rb = load_rulebook(candidate)
+        except PolicyrunError:
+            continue
+        if rb.model.name == name:
+            return rb.model
+    return None

@@ -1,0 +1,123 @@
+"""Waivers: a failing check may be excused by a named owner until a date, where the rulebook
+allows it; anything else about a waiver is a warning, never a silent effect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from policyrun.cli import main
+
+RULEBOOK = """\
+policyrun: 1
+name: waivable
+modes:
+  ci: {phases: [A, B], waivers: [A]}
+  strict: {phases: [A, B], waivers: none}
+phases:
+  - id: A
+    preconditions:
+      - {id: ready, check: "true"}
+    stop_when:
+      - {id: frozen, when: "inputs.freeze", status: STOPPED, blocker: "release freeze"}
+    evidence:
+      - {id: unit_passed, check: "false", message: "2 failed: test_a, test_b"}
+      - {id: lint_clean, check: "true"}
+  - id: B
+    evidence:
+      - {id: e2e_passed, check: "false", message: "1 failed: test_e2e"}
+inputs:
+  freeze: {type: bool, default: false}
+"""
+
+
+def _files(tmp_path: Path, waivers: str) -> tuple[Path, Path, Path]:
+    rb = tmp_path / "waivable.yaml"
+    rb.write_text(RULEBOOK)
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"policyrun_facts": 1, "facts": {}}')
+    w = tmp_path / "waivers.yaml"
+    w.write_text("policyrun_waivers: 1\nwaivers:\n" + waivers)
+    return rb, facts, w
+
+
+WAIVER = """\
+  - rulebook: waivable
+    phase: A
+    check: unit_passed
+    reason: flaky on the shared runner
+    owner: ada@example.com
+    expires: 2027-01-31
+    ticket: AFD-12
+"""
+
+
+def _run(rb: Path, facts: Path, w: Path, out: Path, *extra: str) -> tuple[int, dict]:
+    code = main(["evaluate", str(rb), "--facts", str(facts), "--out", str(out), "--waivers", str(w), "-q", *extra])
+    return code, json.loads((out / "trace.json").read_text())
+
+
+def test_waiver_applies_and_every_report_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER)
+    code, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2027-01-31", "--format", "md")
+    a, b = trace["phases"]
+    assert a["status"] == "PASS" and "WAIVED: unit_passed (ada@example.com, until 2027-01-31)" in a["reason"]
+    check = next(c for c in a["evidence"] if c["id"] == "unit_passed")
+    assert check["result"] == "UNSATISFIED" and check["outcome"] is None
+    assert check["waiver"] == {"owner": "ada@example.com", "reason": "flaky on the shared runner",
+                               "expires": "2027-01-31", "ticket": "AFD-12", "source": f"{w}:3:5"}
+    assert b["status"] == "FAIL" and code == 1  # B is not waivable in mode ci
+    assert trace["waivers"] == {"as_of": "2027-01-31", "warnings": []}
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "**WAIVED** (ada@example.com, until 2027-01-31: flaky on the shared runner (AFD-12))" in md
+    capsys.readouterr()
+    assert main(["explain", str(tmp_path / "o" / "trace.json")]) == 0
+    assert "-> WAIVED (ada@example.com, until 2027-01-31: flaky on the shared runner)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("waivers, mode, warning", [
+    (WAIVER, "ci", "expired on 2027-01-31"),  # evaluated the day after
+    (WAIVER, "strict", "phase A cannot be waived in mode strict"),
+    (WAIVER.replace("check: unit_passed", "check: unit_pased"), "ci",
+     "phase A has no evidence or stop condition 'unit_pased'; did you mean 'unit_passed'?"),
+    (WAIVER.replace("check: unit_passed", "check: ready"), "ci", "phase A has no evidence or stop condition 'ready'"),
+    (WAIVER.replace("check: unit_passed", "check: lint_clean"), "ci", "the check did not fail"),
+    (WAIVER.replace("rulebook: waivable", "rulebook: other"), "ci", "it names rulebook 'other', not 'waivable'"),
+])
+def test_ineffective_waivers_are_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str], waivers: str,
+                                          mode: str, warning: str) -> None:
+    rb, facts, w = _files(tmp_path, waivers)
+    code, trace = _run(rb, facts, w, tmp_path / "o", "--mode", mode, "--as-of", "2027-02-01")
+    assert trace["phases"][0]["status"] == "FAIL" and code == 1
+    [recorded] = trace["waivers"]["warnings"]
+    assert recorded.startswith(f"{w}:3:5: waiver for A.") and warning in recorded
+    assert warning in capsys.readouterr().err
+
+
+def test_a_stop_condition_can_be_waived(tmp_path: Path) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER.replace("check: unit_passed", "check: frozen") + WAIVER)
+    _, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2027-01-01", "--set", "freeze=true")
+    a = trace["phases"][0]
+    assert a["status"] == "PASS"
+    assert {c["id"]: bool(c.get("waiver")) for c in a["evidence"]} == {"ready": False, "frozen": True,
+                                                                      "unit_passed": True, "lint_clean": False}
+
+
+def test_a_bad_waivers_file_is_refused_with_its_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER.replace("    owner: ada@example.com\n", ""))
+    assert main(["evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o"), "--waivers", str(w),
+                 "--mode", "ci"]) == 3
+    err = capsys.readouterr().err
+    assert f"{w}:3:5: W001" in err and "missing required key 'owner'" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_lint_checks_waivers_against_the_rulebook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER.replace("check: unit_passed", "check: unit_pased")
+                          + WAIVER.replace("expires: 2027-01-31", "expires: 2020-01-01"))
+    assert main(["lint", str(w)]) == 1
+    out = capsys.readouterr().out
+    assert f"{w}:3:5: W002 phase A has no evidence or stop condition 'unit_pased'; did you mean 'unit_passed'?" in out
+    assert f"{w}:10:5: W003 waiver for A.unit_passed expired on 2020-01-01" in out
