@@ -454,6 +454,8 @@ def test_path_root_containment(tmp_path: Path) -> None:
     assert p["tree/out"]["target"] == str(secret)
     assert (p["tree/outdir/secret.txt"]["escapes_root"], p["tree/outdir/secret.txt"]["exists"]) == (True, None)
     assert v["missing"] == []
+    v = _run(PathProbe(), tmp_path, {"root": "tree", "paths": ["tree", "tree/sub"]})
+    assert [(e["type"], e["escapes_root"]) for e in v["paths"].values()] == [("dir", False), ("dir", False)]
     err = _error(PathProbe(), tmp_path, {"root": "tree", "paths": ["tree/../outside/secret.txt"]})
     assert err.code == "path.outside_root" and "tree/../outside/secret.txt" in err.message
     err = _error(PathProbe(), tmp_path, {"root": "nope", "paths": ["x"]})
@@ -531,6 +533,24 @@ def test_modules_script_is_python39_syntax_and_stdlib_only() -> None:
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
 
 
+def _python39() -> str | None:
+    import shutil
+    import subprocess
+
+    for candidate in (shutil.which("python3.9"), "/root/.pyenv/versions/3.9.18/bin/python3.9"):
+        if candidate and os.path.exists(candidate) and subprocess.run(
+                [candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.mark.skipif(_python39() is None, reason="no Python 3.9 interpreter here")
+def test_modules_on_python39(tmp_path: Path) -> None:
+    v = _run(PythonModulesProbe(), tmp_path, {"python": _python39() or "", "modules": ["json", "nope_mod"]})
+    assert v["python_version"].startswith("3.9.") and v["missing"] == ["nope_mod"]
+    assert v["modules"]["json"]["location"].endswith("/python3.9/json/__init__.py")
+
+
 def test_modules_in_the_running_interpreter(tmp_path: Path) -> None:
     import yaml
 
@@ -605,6 +625,9 @@ def test_modules_interpreter_errors(tmp_path: Path) -> None:
     fake = _exe(tmp_path / "fakepy", "echo 'not json'; echo boom >&2; exit 1\n")
     err = _error(PythonModulesProbe(), tmp_path, {"python": str(fake), "modules": ["json"]})
     assert err.code == "python.script_failed" and "boom" in err.message and "exit 1" in err.message
+    liar = _exe(tmp_path / "liarpy", """echo '{"python_version": "3.11.0", "modules": {"json": "yes"}}'\n""")
+    err = _error(PythonModulesProbe(), tmp_path, {"python": str(liar), "modules": ["json"]})
+    assert err.code == "python.script_failed"
     slow = _exe(tmp_path / "slowpy", "exec sleep 300\n")
     err = _error(PythonModulesProbe(), tmp_path, {"python": str(slow), "modules": ["json"], "timeout_s": 1})
     assert err.code == "python.timeout"

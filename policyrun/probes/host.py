@@ -553,7 +553,8 @@ def _describe(path: str, *, root: str | None, follow: bool, globs: Sequence[str]
     entry: dict[str, Any] = {"path": display_path(path), "exists": None, "type": None, "size": None, "mtime": None,
                              "mode": None, "readable": None, "writable": None, "is_symlink": False, "target": None,
                              "escapes_root": False, "entries": None, "truncated": False, "error": None}
-    if root is not None and not _inside(os.path.realpath(os.path.dirname(path)), root):
+    if root is not None and not _inside(os.path.realpath(os.path.dirname(path)), root) and \
+            os.path.realpath(path) != root:  # the root itself is inside it, wherever its parent is
         entry["escapes_root"] = True  # a directory on the way is a link out of root: not looked at
         return entry
     try:

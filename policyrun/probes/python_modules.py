@@ -120,19 +120,31 @@ class PythonModulesProbe:
             except OSError as exc:
                 raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
                                  commands=commands) from None
-        stderr = proc.stderr.decode("utf-8", "replace")
         try:
             got = json.loads(proc.stdout.decode("utf-8", "replace"))
-            modules = got["modules"]
-            if not isinstance(modules, dict) or set(modules) != set(names):
-                raise ValueError("not the modules asked for")
+            modules = {name: _entry(got["modules"][name]) for name in names}
+            version = got["python_version"]
+            if not isinstance(version, str):
+                raise TypeError("python_version")
         except (ValueError, KeyError, TypeError):
+            stderr = proc.stderr.decode("utf-8", "replace")
             raise ProbeError("python.script_failed", f"the modules script printed no result in {exe} (exit "
                              f"{proc.returncode}): {_tail(stderr) or '(no stderr)'}", commands=commands) from None
-        ordered = {name: modules[name] for name in names}
-        value = {"python": exe, "python_version": str(got.get("python_version", "")), "modules": ordered,
-                 "missing": [n for n in names if not ordered[n].get("importable")], "gpu_visible": gpu_visible}
+        value = {"python": exe, "python_version": version, "modules": modules,
+                 "missing": [n for n in names if not modules[n]["importable"]], "gpu_visible": gpu_visible}
         return ProbeResult(value=value, commands=commands)
+
+
+_TEXT_FIELDS = ("version", "distribution", "location", "error", "error_type")
+
+
+def _entry(raw: Any) -> dict[str, Any]:
+    """One module's result as the fact schema says, or TypeError: the interpreter reports on itself,
+    but what it prints is data that must have the documented shape."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("importable"), bool):
+        raise TypeError("not a module result")
+    return {"importable": raw["importable"],
+            **{k: raw[k] if isinstance(raw.get(k), str) else None for k in _TEXT_FIELDS}}
 
 
 PROBES = [PythonModulesProbe()]
