@@ -287,6 +287,10 @@ def test_probes_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert diff["side_effects"] == [] and diff["params_schema"]["required"] == ["base", "head"]
     assert main(["probes", "search.regex"]) == 0
     assert "max_hits (integer, default 1000)" in capsys.readouterr().out
+    assert main(["probes", "tests.junit"]) == 0  # every fact field, nested, as a rulebook path names it
+    text = capsys.readouterr().out
+    assert "    totals.failed (integer)" in text and "    skips[].reason (string)" in text
+    assert "    tests.<key>.outcome (passed|failed|error|skipped)" in text
     assert main(["probes", "git.dif"]) == 3
     assert "did you mean 'git.diff'" in capsys.readouterr().err
 

@@ -47,6 +47,41 @@ def shape(schema: Mapping[str, Any]) -> str:
     return str(schema.get("description") or _type_text(schema))
 
 
+_MAX_DEPTH = 6
+
+
+def fact_fields(schema: Mapping[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
+    """Every field of a fact, nested: `totals.failed (integer)`, `hits[].path (string)`, with its
+    description, as a rulebook path would name it (a map's keys are shown as `<key>`)."""
+    lines: list[str] = []
+    if depth > _MAX_DEPTH:
+        return lines
+    for alt in [schema, *schema.get("anyOf", []), *schema.get("oneOf", [])]:
+        for name, sub in (alt.get("properties") or {}).items():
+            if not isinstance(sub, Mapping):
+                continue
+            path = f"{prefix}{name}"
+            lines.append(f"    {path} ({_type_text(sub)})  {sub.get('description', '')}".rstrip())
+            lines += _below(sub, path, depth)
+    return lines
+
+
+def _below(sub: Mapping[str, Any], path: str, depth: int) -> list[str]:
+    items = sub.get("items")
+    if isinstance(items, Mapping) and (items.get("properties") or items.get("anyOf")):
+        return fact_fields(items, f"{path}[].", depth + 1)
+    extra = sub.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        if extra.get("properties"):
+            return fact_fields(extra, f"{path}.<key>.", depth + 1)
+        if extra.get("type") or extra.get("items"):
+            lines = [f"    {path}.<key> ({_type_text(extra)})  {extra.get('description', '')}".rstrip()]
+            return lines + _below(extra, f"{path}.<key>", depth + 1)
+    if sub.get("properties"):
+        return fact_fields(sub, f"{path}.", depth + 1)
+    return []
+
+
 def side_effects_of(probe: Any) -> list[str]:
     try:
         return sorted(probe.side_effects({}))
@@ -74,8 +109,7 @@ def plain(probes: list[Any], *, full: bool) -> str:
             lines.append("  with:")
             lines += [f"    {_param_line(p)}  {p['description']}".rstrip() for p in d["params"]] or ["    (none)"]
             lines.append(f"  facts: {shape(probe.fact_schema)}")
-            props = probe.fact_schema.get("properties") or (probe.fact_schema.get("items") or {}).get("properties", {})
-            lines += [f"    {k} ({_type_text(v)})  {v.get('description', '')}".rstrip() for k, v in props.items()]
+            lines += fact_fields(probe.fact_schema)
         else:
             lines.append("  with:  " + (", ".join(_param_line(p) for p in d["params"]) or "(none)"))
             lines.append(f"  facts: {shape(probe.fact_schema)}")
