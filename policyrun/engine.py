@@ -9,7 +9,7 @@ from typing import Any
 
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
-from policyrun.interpreter import evaluate_records
+from policyrun.interpreter import evaluate_records, with_provenance
 from policyrun.rulebook import LoadedRulebook, load_rulebook
 from policyrun.trace import LayerRef, RulebookRef, Trace
 
@@ -81,4 +81,4 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
                                                    rulebook_ref=ref, locations=locations, generated_at=stamp,
                                                    notes=notes, fail_on_warn=fail_on_warn, waivers=waivers))
-    return Trace.model_validate(records)
+    return Trace.model_validate(with_provenance(records, facts))

@@ -87,10 +87,15 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                       generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
                       fail_on_warn: bool = False, waivers: Any = None) -> Trace:
-    return Trace.model_validate(evaluate_records(rulebook, mode=mode, inputs=inputs, facts=facts,
-                                                 rulebook_ref=rulebook_ref, locations=locations,
-                                                 generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn,
-                                                 waivers=waivers))
+    return Trace.model_validate(with_provenance(evaluate_records(
+        rulebook, mode=mode, inputs=inputs, facts=facts, rulebook_ref=rulebook_ref, locations=locations,
+        generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn, waivers=waivers), facts))
+
+
+def with_provenance(records: dict[str, Any], facts: FactsSnapshot) -> dict[str, Any]:
+    """The records with the provenance of every backing fact (listed by id) from the snapshot."""
+    records["provenance"] = {pid: facts.facts[pid].provenance for pid in records["provenance"]}
+    return records
 
 
 def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
@@ -112,9 +117,22 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
             gc.enable()
 
 
-def fact_status_of(facts: FactsSnapshot) -> dict[str, str | None]:
-    """What failed()/error_code() answer: each fact's error code, None when it was collected."""
-    return {pid: (f.error.code if f.error is not None else None) for pid, f in facts.facts.items()}
+class fact_status_of(Mapping[str, "str | None"]):
+    """What failed()/error_code() answer: a fact's error code, None when it was collected. A view,
+    so an evaluation does not walk a large snapshot to build it."""
+
+    def __init__(self, facts: FactsSnapshot) -> None:
+        self.facts = facts.facts
+
+    def __getitem__(self, pid: str) -> str | None:
+        error = self.facts[pid].error
+        return error.code if error is not None else None
+
+    def __iter__(self) -> Any:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
 
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
@@ -145,13 +163,15 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
     backing |= {pid for d in derived for pid in d["facts"]}
     backing |= {pid for chk in verdict.get("conditions", []) for pid in chk["facts"]}
-    provenance = {pid: facts.facts[pid].provenance.model_dump() for pid in backing if pid in facts.facts}
+    # Provenance is attached by `with_provenance` from the caller's snapshot: the records stay
+    # small to pass out of the guarded evaluation, and the provenance models are reused as they are.
+    provenance = sorted(pid for pid in backing if pid in facts.facts)
     return {
         "generated_at": generated_at, "rulebook": rulebook_ref.model_dump(), "mode": mode, "inputs": dict(inputs),
         "vars": dict(rulebook.vars), "facts_sha256": facts.digest(), "derived": derived, "phases": records,
         "verdict": verdict, "exit_code": exit_code, "fail_on_warn": fail_on_warn,
         "waivers": waivers.report(rulebook) if waivers is not None else None,
-        "provenance": dict(sorted(provenance.items())),
+        "provenance": provenance,
         **(notes or {})}
 
 
