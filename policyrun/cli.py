@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("policyrun.commands.explain", "explain why each phase of a trace got its status"),
     "report": ("policyrun.commands.report", "render a trace as md, html, junit, sarif or json"),
     "diff": ("policyrun.commands.diff", "compare two traces: changed statuses and checks"),
+    "verify": ("policyrun.commands.verify", "re-evaluate a trace or check a signed attestation"),
     "probes": ("policyrun.commands.probes", "list probe kinds, their parameters and facts"),
     "schema": ("policyrun.commands.schema", "print the JSON Schema of rulebooks, facts or traces"),
 }

@@ -14,12 +14,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("report", help="render a trace as md, html, junit, sarif or json",
                        description="Render TRACE (a trace.json from `policyrun evaluate`) as a Markdown "
                                    "completion report, a self-contained HTML page, JUnit XML (one testcase "
-                                   "per phase), SARIF (non-PASS phases at their rulebook lines) or the trace "
-                                   "JSON. Exit 0, or 3 on bad usage, an unreadable trace or a template error.")
+                                   "per phase), SARIF (non-PASS phases at their rulebook lines), the trace "
+                                   "JSON, or an in-toto Statement (in-toto: policyrun's verdict; vsa: a SLSA "
+                                   "Verification Summary), optionally in a signed DSSE envelope. Exit 0, or 3 "
+                                   "on bad usage, an unreadable trace or a template error.")
     p.add_argument("trace", type=Path, metavar="TRACE")
-    from policyrun.render import FORMATS
+    from policyrun.render import ATTESTATIONS, FORMATS
 
-    p.add_argument("--format", "-f", choices=list(FORMATS), default="md")
+    p.add_argument("--format", "-f", choices=[*FORMATS, *ATTESTATIONS], default="md")
     p.add_argument("-o", "--output", default="-", metavar="FILE", help="output file; - or absent: stdout")
     p.add_argument("--template", type=Path, metavar="FILE",
                    help="a Jinja2 template to use instead of the built-in one (md and html)")
@@ -27,6 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="YAML or JSON mapping passed to templates as `context` (e.g. impact_matrix, refs)")
     p.add_argument("--force", action="store_true",
                    help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
+    a = p.add_argument_group("attestations (--format in-toto or vsa; docs/auditors.md)")
+    a.add_argument("--sign-key", type=Path, metavar="KEY.pem",
+                   help="wrap the statement in a DSSE envelope signed with this ed25519 private key")
+    a.add_argument("--resource-uri", metavar="URI",
+                   help="vsa: resourceUri (default: a git+file URI of the first repository)")
+    a.add_argument("--policy-uri", metavar="URI", help="vsa: policy.uri (default: from the rulebook's path)")
+    a.add_argument("--verifier-id", metavar="URI", help="vsa: verifier.id, the identity consumers trust")
     p.set_defaults(func=run)
 
 
@@ -58,12 +67,24 @@ def load_context(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.render import add_banner, render
+    from policyrun.render import ATTESTATIONS, add_banner, render
     from policyrun.trace import load_trace
     from policyrun.traceconsistency import inconsistencies
 
     trace = load_trace(args.trace, force=args.force)
-    text = render(trace, args.format, template=args.template, context=load_context(args.context))
+    if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
+        from policyrun.render.intoto import AttestationOptions, attestation_text
+
+        if args.template or args.context:
+            raise UsageError("--template and --context apply to md and html reports", code="R004")
+        opts = AttestationOptions(resource_uri=args.resource_uri, policy_uri=args.policy_uri,
+                                  verifier_id=args.verifier_id, sign_key=args.sign_key)
+        text = attestation_text(trace, args.format, opts, source=args.trace)
+    elif args.sign_key or args.resource_uri or args.policy_uri or args.verifier_id:
+        raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
+                         "and vsa", code="R004")
+    else:
+        text = render(trace, args.format, template=args.template, context=load_context(args.context))
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "

@@ -27,6 +27,9 @@ FORMATS: dict[str, str] = {
     "json": "trace.json",
 }
 TEMPLATED = frozenset({"md", "html"})
+# Attestations (policyrun.render.intoto): `report --format` only, since a VSA takes options and
+# an attestation can be signed; `evaluate --format` writes the formats above.
+ATTESTATIONS: dict[str, str] = {"in-toto": "statement.intoto.json", "vsa": "vsa.intoto.json"}
 
 
 def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Mapping[str, Any] | None = None) -> str:
@@ -48,6 +51,9 @@ def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Map
     if fmt == "json":
         from policyrun.render.jsonout import render_json
         return render_json(trace)
+    if fmt in ATTESTATIONS:
+        from policyrun.render.intoto import attestation_text
+        return attestation_text(trace, fmt)
     raise UsageError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}", code="R004")
 
 
