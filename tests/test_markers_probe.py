@@ -249,3 +249,26 @@ def test_facts_read_from_cel(plugin: Path) -> None:
         "facts.m.files.exists(f, f.regions.exists(r, r.enclosing == 'Runner.capture' && "
         "r.fields.reason.startsWith('native')))")
     assert expr.evaluate(check, {"facts": {"m": v}}).value is True
+
+
+def test_unreadable_files_fail_closed_and_links_are_listed(tmp_path: Path) -> None:
+    """A file the probe cannot read makes the fact an error; a symlink or a FIFO is listed, never read."""
+    import os
+
+    from policyrun.probes.base import ProbeContext, ProbeError
+    from policyrun.probes.markers import MarkersProbe
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "a.py").write_text("# ### PATCH START: x\npass\n# ### PATCH END: x\n")
+    (root / "link.py").symlink_to("/etc/passwd")
+    os.mkfifo(root / "pipe.py")
+    ctx = ProbeContext(base_dir=tmp_path, timeout_s=10)
+    value = MarkersProbe().run({"root": str(root)}, ctx).value
+    assert [f["file"] for f in value["files"]] == ["a.py"]
+    assert {(s["path"], s["reason"]) for s in value["skipped"]} == {("link.py", "symlink"), ("pipe.py", "special")}
+    if os.geteuid() != 0:  # root reads anything; the permission check needs another user
+        (root / "a.py").chmod(0)
+        with pytest.raises(ProbeError) as exc:
+            MarkersProbe().run({"root": str(root)}, ctx)
+        assert exc.value.code == "file.unreadable"

@@ -24,7 +24,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeResult
 from policyrun.probes.markers import Regex, user_regex
-from policyrun.probes.revfiles import TREE_PARAMS, read_tree
+from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
 DEFAULT_INCLUDE = ["/README*.md", "docs/**/*.md"]
 DEFAULT_SUBJECT = r"(?i)\bvllm\b"
@@ -117,7 +117,7 @@ FACT_SCHEMA: dict[str, Any] = {
                      "description": "Class → distinct versions mentioned (every class is a key)."},
         "files_scanned": {"type": "integer"},
         "files": {"type": "array", "items": _S, "description": "Files read."},
-        "root": _S, "rev": _NS, "rev_sha": _NS,
+        "root": _S, "rev": _NS, "rev_sha": _NS, "skipped": SKIPPED_SCHEMA,
     },
 }
 
@@ -536,7 +536,7 @@ class ClaimsProbe:
                          for c in [*cfg.classes, FALLBACK_CLASS]},
             "files_scanned": len(tree.files),
             "files": [path for path, _ in tree.files],
-            "root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
+            "root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "skipped": tree.skipped,
         }
         return ProbeResult(value=value, commands=tree.commands, repo_path=tree.repo_path,
                            repo_head=tree.repo_head, sources=[str(tree.root)])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.revfiles import TREE_PARAMS, read_tree
+from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
 
 class Match(Protocol):
@@ -139,7 +139,7 @@ FACT_SCHEMA: dict[str, Any] = {
                        "field (line: the region's documenting block, else its start marker), then the file's other "
                        "values (line null).", "items": {"type": "object", "properties": {
                            "file": _S, "line": {"type": ["integer", "null"]}, "field": _S, "text": _S}}},
-        "root": _S, "rev": _NS, "rev_sha": _NS,
+        "root": _S, "rev": _NS, "rev_sha": _NS, "skipped": SKIPPED_SCHEMA,
     },
 }
 
@@ -443,7 +443,7 @@ class MarkersProbe:
                        "files_scanned": len(tree.files)},
             "by_file": {f["file"]: {"starts": f["starts"], "ends": f["ends"], "balanced": f["balanced"],
                                     "has": {name: name in f["fields"] for name in pats.fields}} for f in files},
-            "root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
+            "root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "skipped": tree.skipped,
         }
         value["symbols"], value["field_rows"] = _flat_rows(files)
         return ProbeResult(value=value, commands=tree.commands, repo_path=tree.repo_path,

@@ -4,22 +4,36 @@ Probes that parse whole files (patch markers, Markdown claims) share this: insid
 the file list is git's (tracked files, optionally untracked ones; at a revision `git ls-tree`),
 and a revision's contents come from one `git cat-file --batch` process, so nothing is checked
 out and the repository is never written. Outside a repository every file under the root is read
-(`.git` directories skipped). Symbolic links, submodules and binary files (a NUL in the first
-8000 bytes, as git decides) are left out. Paths are relative to the root, `/`-separated, sorted.
+(`.git` directories skipped). Symbolic links, submodules, devices and FIFOs, binary files (a NUL
+in the first 8000 bytes, as git decides) and files over 8 MiB are not read, and each is listed in
+`skipped` with the reason — never silently. Working-tree files are opened beneath the root without
+following links (policyrun.probes.bounded), and a file that exists but cannot be read makes the
+fact an error (`file.unreadable`): a probe that could not read a file must not report it clean.
+Paths are relative to the root, `/`-separated, sorted.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
+from policyrun.probes.bounded import Skipped, display_path, read_beneath
 from policyrun.probes.git import GitRepo, open_repo, resolve_commits, rev_param
-from policyrun.probes.search import PathFilter, walk_files
+from policyrun.probes.search import PathFilter
+from policyrun.probes.search import _walk as walk_entries
 
 _BINARY_SNIFF = 8000
+MAX_FILE_BYTES = 8 * 1024 * 1024
+# For fact schemas: what was not read, and why.
+SKIPPED_SCHEMA: dict[str, Any] = {
+    "type": "array", "description": "Files selected but not read, and why: symlink, special (device, FIFO, "
+                                    "socket), directory, submodule, binary, too_large, missing.",
+    "items": {"type": "object", "properties": {"path": {"type": "string"}, "reason": {"type": "string"},
+                                               "size": {"type": ["integer", "null"]}}}}
 
 # The parameters every probe built on this module accepts, for its params_schema.
 TREE_PARAMS: dict[str, Any] = {
@@ -41,6 +55,7 @@ class TreeFiles:
     rev: str | None
     rev_sha: str | None
     files: list[tuple[str, str]] = field(default_factory=list)  # (path relative to root, text)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {path, reason, size}
     commands: list[str] = field(default_factory=list)
     repo_path: str | None = None
     repo_head: str | None = None
@@ -74,39 +89,61 @@ def read_tree(params: Mapping[str, Any], ctx: ProbeContext, default_include: lis
         repo = None
     out = TreeFiles(root=root, rev=rev, rev_sha=None)
     if repo is None:
-        for rel, full in walk_files(root, keep):
-            if not full.is_symlink() and (data := _read(full)) is not None and (text := _text(data)) is not None:
-                out.files.append((rel, text))
+        readable = []
+        for raw, why in walk_entries(root):
+            rel = display_path(raw)
+            if not keep(rel):
+                continue
+            if why == "unreadable":
+                raise ProbeError("file.unreadable", f"cannot list {rel or root}: permission denied; fix its "
+                                 "permissions (an unread file is never reported clean)")
+            if why is None:
+                readable.append(os.fsdecode(raw))
+            elif why != "directory":
+                out.skipped.append({"path": rel, "reason": why, "size": None})
+        _read_all(root, readable, out)
         out.commands = [f"python walk of {root}"]
         return out
     if rev:
         (out.rev_sha,) = resolve_commits(repo, [rev])
-        out.files = _at_revision(repo, root, out.rev_sha, keep)
+        out.files = _at_revision(repo, root, out.rev_sha, keep, out)
     else:
-        out.files = _working_tree(repo, root, keep, bool(params.get("untracked")))
+        _working_tree(repo, root, keep, bool(params.get("untracked")), out)
     out.commands, out.repo_path, out.repo_head = repo.commands, str(repo.root), repo.head()
     return out
 
 
-def _read(path: Path) -> bytes | None:
+def _read_all(root: Path, rels: list[str], out: TreeFiles) -> None:
+    """Read each file beneath the root (no link followed, no device opened), noting what is not read."""
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return path.read_bytes()
-    except OSError:  # vanished, unreadable, or a submodule's directory
-        return None
+        for rel in sorted(set(rels)):
+            try:
+                got = read_beneath(root_fd, os.fsencode(rel), MAX_FILE_BYTES)
+            except OSError as exc:
+                raise ProbeError("file.unreadable", f"cannot read {display_path(rel)} under {root}: "
+                                 f"{exc.strerror}; fix its permissions (an unread file is never reported "
+                                 "clean)") from None
+            if isinstance(got, Skipped):
+                if got.reason != "missing":  # listed by git but deleted in the working tree: not there
+                    out.skipped.append({"path": display_path(rel), "reason": got.reason, "size": got.size})
+                continue
+            text = _text(got)
+            if text is None:
+                out.skipped.append({"path": display_path(rel), "reason": "binary", "size": len(got)})
+                continue
+            out.files.append((rel, text))
+    finally:
+        os.close(root_fd)
 
 
-def _working_tree(repo: GitRepo, root: Path, keep: PathFilter, untracked: bool) -> list[tuple[str, str]]:
+def _working_tree(repo: GitRepo, root: Path, keep: PathFilter, untracked: bool, out: TreeFiles) -> None:
     args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if untracked else [])
     names = repo.run(args, cwd=root).stdout.decode("utf-8", "surrogateescape")
-    files = []
-    for rel in sorted({p for p in names.split("\0") if p and keep(p)}):
-        full = root / rel
-        if not full.is_symlink() and (data := _read(full)) is not None and (text := _text(data)) is not None:
-            files.append((rel, text))
-    return files
+    _read_all(root, [p for p in names.split("\0") if p and keep(p)], out)
 
 
-def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter) -> list[tuple[str, str]]:
+def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter, out_tree: TreeFiles) -> list[tuple[str, str]]:
     # Run in `root`: ls-tree then lists that subtree, with paths relative to it.
     listing = repo.run(["ls-tree", "-r", "-z", sha], cwd=root).stdout.decode("utf-8", "surrogateescape")
     wanted: list[tuple[str, str]] = []  # (path, blob sha)
@@ -115,8 +152,13 @@ def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter) -> list[
             continue
         meta, _, path = record.partition("\t")
         mode, kind, blob = meta.split()
-        if kind == "blob" and mode != "120000" and keep(path):  # no symlinks, no submodules
+        if not keep(path):
+            continue
+        if kind == "blob" and mode != "120000":
             wanted.append((path, blob))
+        else:  # symlinks and submodules are not sources
+            out_tree.skipped.append({"path": path, "reason": "symlink" if mode == "120000" else "submodule",
+                                     "size": None})
     if not wanted:
         return []
     out = repo.run(["cat-file", "--batch"], stdin="".join(f"{blob}\n" for _, blob in wanted).encode()).stdout
@@ -125,6 +167,13 @@ def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter) -> list[
     for _, blob in wanted:
         header_end = out.index(b"\n", pos)
         size = int(out[pos:header_end].split()[2])
-        by_blob[blob] = _text(out[header_end + 1:header_end + 1 + size])
+        by_blob[blob] = _text(out[header_end + 1:header_end + 1 + size]) if size <= MAX_FILE_BYTES else None
         pos = header_end + 1 + size + 1
-    return [(path, text) for path, blob in sorted(wanted) if (text := by_blob[blob]) is not None]
+    files = []
+    for path, blob in sorted(wanted):
+        text = by_blob[blob]
+        if text is None:
+            out_tree.skipped.append({"path": path, "reason": "binary or too_large", "size": None})
+        else:
+            files.append((path, text))
+    return files
