@@ -27,6 +27,7 @@ from collections import OrderedDict
 from typing import IO, Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
+from policyrun.probes.bounded import _kill_group
 from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_repo, resolve_commits
 from policyrun.probes.search import PathFilter, walk_files
 
@@ -125,13 +126,14 @@ class BlobReader:
         if remaining <= 0:
             raise self.repo.timeout(self.shown)
         try:
+            # Its own process group, so the deadline kills whatever git started with it too.
             proc = subprocess.Popen([Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *READ_ONLY_CONFIG, "cat-file", "--batch"],
                                     cwd=self.repo.root, env=self.repo.env, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise ProbeError("git.not_installed", f"cannot run git: {exc.strerror}; install git or put it on PATH",
                              commands=self.repo.commands) from None
-        self.timer = threading.Timer(remaining, proc.kill)
+        self.timer = threading.Timer(remaining, _kill_group, args=(proc.pid,))
         self.timer.daemon = True
         self.timer.start()
         self.proc = proc
@@ -176,7 +178,7 @@ class BlobReader:
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                _kill_group(self.proc.pid)
                 self.proc.wait()
             if self.proc.stdout:
                 self.proc.stdout.close()
