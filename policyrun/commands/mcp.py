@@ -1,0 +1,50 @@
+"""`policyrun mcp`: serve the commands as MCP tools over stdio, for coding agents (docs/agents.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from policyrun.errors import EXIT_OK, UsageError
+
+INSTALL_HINT = ("install it with `pip install 'policyrun[mcp]'` (from a checkout: `pip install '.[mcp]'`)")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("mcp", help="serve policyrun to coding agents over MCP (stdio)",
+                       description="Run a Model Context Protocol server on stdin/stdout with the tools lint, "
+                                   "evaluate, collect, explain, next_actions and probes (docs/agents.md). An MCP "
+                                   "client starts it; it runs until the client closes stdin. Needs the `mcp` extra.")
+    p.add_argument("--cwd", type=Path, metavar="DIR",
+                   help="resolve the tools' relative paths (and a rulebook's `.` defaults) against DIR")
+    p.set_defaults(func=run)
+
+
+def _load_server() -> object:
+    try:
+        from policyrun.mcp.server import build_server
+    except ImportError as exc:
+        # Missing, or an mcp 1.x without mcp.server.mcpserver: either way the extra is what fixes it.
+        name = getattr(exc, "name", None) or ""
+        if name == "mcp" or name.startswith("mcp."):
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                found = f"mcp {version('mcp')} is installed, but policyrun needs mcp>=2"
+            except PackageNotFoundError:
+                found = "the MCP SDK (`mcp`) is not installed"
+            raise UsageError(f"policyrun mcp: {found}; {INSTALL_HINT}", code="U030") from None
+        raise
+    return build_server()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cwd is not None:
+        if not args.cwd.is_dir():
+            raise UsageError(f"--cwd {args.cwd}: not a folder; pass the checkout the tools should work in",
+                             code="U031")
+        os.chdir(args.cwd)
+    server = _load_server()
+    server.run("stdio")  # type: ignore[attr-defined]
+    return EXIT_OK

@@ -1,0 +1,259 @@
+"""The MCP tools as plain functions: arguments in, a result model out, never an exception.
+
+Each one does what its CLI command does, through the same library calls (and the commands' own
+helpers where the CLI keeps a rule in one place, so both refuse the same things with the same
+codes), minus printing: stdout is the MCP wire. A `PolicyrunError` becomes `exit_code` 3 with the
+located error; anything else becomes exit 4 with a log file, as `policyrun.cli.main` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from policyrun.errors import EXIT_INTERNAL, EXIT_OK, Finding, PolicyrunError, UsageError
+from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
+                                   FactsUsed, FieldOut, FindingOut, LintResult, Located, NextAction, NextActionsResult,
+                                   ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult, ReadOut, ToolResult,
+                                   VerdictOut)
+
+R = TypeVar("R", bound=ToolResult)
+
+DEFAULT_OUT = ".policyrun"
+DEFAULT_TRACE = ".policyrun/trace.json"
+DEFAULT_FACTS = ".policyrun/facts.json"
+# A read's value larger than this (as JSON) is cut in structured output; the trace keeps all of it.
+READ_VALUE_CHARS = 2000
+
+
+def answer(result_type: type[R], body: Callable[[], R]) -> R:
+    """Run a tool body; errors become results with the CLI's exit codes, never tracebacks."""
+    try:
+        return body()
+    except PolicyrunError as exc:
+        return result_type(exit_code=exc.exit_code, error=ErrorOut.of(exc))
+    except Exception as exc:  # the one place an unexpected error is caught, as in cli.main
+        fd, log = tempfile.mkstemp(prefix="policyrun-crash-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            traceback.print_exc(file=fh)
+        return result_type(exit_code=EXIT_INTERNAL, error=ErrorOut(
+            code="internal", message=f"internal error: {type(exc).__name__}: {exc} (details in {log})", file=log))
+
+
+# --- lint -----------------------------------------------------------------------------------------
+
+def lint(paths: list[str]) -> LintResult:
+    def body() -> LintResult:
+        from policyrun import lintcache
+        from policyrun.commands.lint import _paths  # the CLI's rule for folders and shipped names
+
+        files = _paths(paths)
+        found: list[Finding] = []
+        for path in files:
+            cached = lintcache.lookup(path)
+            if cached is None:
+                from policyrun.lint import lint_file
+
+                cached = lint_file(path)
+            found.extend(cached)
+        findings = sorted(set(found), key=Finding.sort_key)
+        errors = sum(f.severity == "error" for f in findings)
+        return LintResult(exit_code=1 if errors else EXIT_OK, files=[str(f) for f in files], errors=errors,
+                          warnings=len(findings) - errors, findings=[FindingOut.of(f) for f in findings])
+
+    return answer(LintResult, body)
+
+
+# --- collect and evaluate -------------------------------------------------------------------------
+
+def _bind(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | None,
+          inputs_file: str | None) -> tuple[Any, str, dict[str, Any]]:
+    from policyrun.engine import load_checked
+    from policyrun.inputs import resolve_inputs, select_mode
+
+    rb = load_checked(rulebook)
+    chosen = select_mode(rb.model, mode)
+    bound = resolve_inputs(rb.model, (), Path(inputs_file) if inputs_file else None, values=dict(inputs or {}))
+    return rb, chosen, bound
+
+
+def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
+    out = []
+    for pid, fact in facts.facts.items():
+        if failed_only and fact.ok:
+            continue
+        err = fact.error
+        out.append(ProbeOutcome(probe=pid, kind=fact.provenance.kind, ok=fact.ok,
+                                error=Located(code=err.code, message=err.message) if err else None,
+                                duration_s=fact.provenance.duration_s))
+    return out
+
+
+def _collect(rb: Any, mode: str, inputs: dict[str, Any], progress: Any, only: set[str] | None = None) -> Any:
+    from policyrun.collect import collect as run_probes
+
+    return run_probes(rb.model, mode, inputs, base_dir=Path.cwd(), progress=progress, only=only,
+                      rulebook_dir=rb.file_of(("schemas",)).parent)
+
+
+def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
+            inputs_file: str | None = None, only: list[str] | None = None, out: str = DEFAULT_FACTS,
+            progress: Any = None) -> CollectResult:
+    def body() -> CollectResult:
+        t0 = time.perf_counter()
+        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file)
+        facts = _collect(rb, chosen, bound, progress, set(only) if only else None)
+        target = Path(out)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(facts.to_json(), encoding="utf-8")
+        except OSError as exc:  # same refusal as `policyrun collect -o`
+            raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
+        probes = _outcomes(facts, failed_only=False)
+        return CollectResult(exit_code=EXIT_OK, rulebook=rb.display, mode=chosen, facts_path=str(target.resolve()),
+                             count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,
+                             seconds=round(time.perf_counter() - t0, 3))
+
+    return answer(CollectResult, body)
+
+
+def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
+             inputs_file: str | None = None, facts_files: list[str] | None = None, out_dir: str = DEFAULT_OUT,
+             formats: list[str] | None = None, allow_stale_facts: bool = False, fail_on_warn: bool = False,
+             timestamp: bool = True, progress: Any = None) -> EvaluateResult:
+    def body() -> EvaluateResult:
+        from policyrun.commands.evaluate import _check_snapshot  # the CLI's F005 replay check
+        from policyrun.engine import evaluate as run_evaluation
+        from policyrun.facts import load_facts, merge_facts
+        from policyrun.render import check_formats, rulebook_templates, write_run
+
+        t0 = time.perf_counter()
+        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file)
+        templates = rulebook_templates(rb.model, rb.file_of(("report",))) if formats else None
+        names = check_formats(formats or [], templates)  # before any probe runs
+        notes: dict[str, object] = {}
+        if facts_files:
+            facts = merge_facts((p, load_facts(Path(p))) for p in facts_files)
+            notes = _check_snapshot(rb, chosen, bound, facts, allow=allow_stale_facts)
+        else:
+            facts = _collect(rb, chosen, bound, progress)
+        trace = run_evaluation(rb, mode=chosen, inputs=bound, facts=facts, timestamp=timestamp, notes=notes,
+                               fail_on_warn=fail_on_warn)
+        written = write_run(trace, names, Path(out_dir), rulebook_templates=templates)
+        used = FactsUsed(source="files" if facts_files else "collected", files=list(facts_files or []),
+                         count=len(facts.facts), failed=_outcomes(facts, failed_only=True),
+                         stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
+        return EvaluateResult(exit_code=trace.exit_code, rulebook=rb.display, mode=chosen,
+                              verdict=_verdict(trace), phases=[_phase(p) for p in trace.phases],
+                              trace_path=str((Path(out_dir) / "trace.json").resolve()),
+                              written=[str(p.resolve()) for p in written], facts=used,
+                              seconds=round(time.perf_counter() - t0, 3))
+
+    return answer(EvaluateResult, body)
+
+
+def _verdict(trace: Any) -> VerdictOut:
+    return VerdictOut(id=trace.verdict.id, summary=trace.verdict.summary)
+
+
+def _phase(p: Any) -> PhaseOut:
+    return PhaseOut(phase=p.phase, title=p.title, status=p.status, reason=p.reason, blocker=p.blocker,
+                    blockers=list(p.blockers), next_allowed_action=p.next_allowed_action)
+
+
+# --- reading a trace ------------------------------------------------------------------------------
+
+def _read(r: Any) -> ReadOut:
+    text = json.dumps(r.value, ensure_ascii=False, default=str)
+    if len(text) > READ_VALUE_CHARS:
+        return ReadOut(path=r.path, value=text[:READ_VALUE_CHARS], missing=r.missing, error=r.error, truncated=True)
+    return ReadOut(path=r.path, value=r.value, missing=r.missing, error=r.error)
+
+
+def _check(c: Any) -> CheckOut:
+    from policyrun.render.view import check_probes
+
+    return CheckOut(id=c.id, kind=c.kind, result=c.result, outcome=c.outcome, expression=c.expression,
+                    message=c.message, location=c.location, reads=[_read(r) for r in c.reads],
+                    probes=check_probes(c))
+
+
+def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only: bool = False,
+            force: bool = False) -> ExplainResult:
+    def body() -> ExplainResult:
+        from policyrun.errors import terminal_text
+        from policyrun.render.explain import render_explain
+        from policyrun.render.view import FAILING, is_decisive
+        from policyrun.trace import load_trace
+        from policyrun.traceconsistency import banner_lines, inconsistencies
+
+        loaded = load_trace(Path(trace), force=force)
+        text = render_explain(loaded, phase=phase, failures=failures_only)  # T004 for an unknown phase
+        problems = inconsistencies(loaded) if force else []
+        if problems:
+            text = terminal_text("\n".join(banner_lines(problems))) + "\n\n" + text
+        # The same selection render_explain makes, as data.
+        chosen = [p for p in loaded.phases if phase is None or p.phase == phase]
+        if failures_only:
+            chosen = [p for p in chosen if p.status in FAILING]
+        phases = [ExplainedPhase(**_phase(p).model_dump(), location=p.location,
+                                 checks=[_check(c) for c in p.evidence if not failures_only or is_decisive(c)])
+                  for p in chosen]
+        return ExplainResult(exit_code=EXIT_OK, text=text, verdict=_verdict(loaded), trace_exit_code=loaded.exit_code,
+                             phases=phases, inconsistencies=problems)
+
+    return answer(ExplainResult, body)
+
+
+def next_actions(trace: str = DEFAULT_TRACE, force: bool = False) -> NextActionsResult:
+    def body() -> NextActionsResult:
+        from policyrun.render.view import FAILING
+        from policyrun.trace import load_trace
+
+        loaded = load_trace(Path(trace), force=force)
+        rows = [NextAction(phase=p.phase, title=p.title, status=p.status, next_allowed_action=p.next_allowed_action,
+                           blocker=p.blocker) for p in loaded.phases]
+        ran = [r for r in rows if r.status != "SKIPPED"]
+        now = next((r for r in rows if r.status in FAILING), ran[-1] if ran else None)
+        return NextActionsResult(exit_code=EXIT_OK, mode=loaded.mode, verdict=_verdict(loaded),
+                                 trace_exit_code=loaded.exit_code, now=now, phases=rows)
+
+    return answer(NextActionsResult, body)
+
+
+# --- probes ---------------------------------------------------------------------------------------
+
+def probes(kind: str | None = None) -> ProbesResult:
+    def body() -> ProbesResult:
+        import difflib
+
+        from policyrun.commands.probes import _type_text, describe, shape
+        from policyrun.probes.registry import registry
+
+        kinds = registry()
+        if kind is not None and kind not in kinds:
+            hint = difflib.get_close_matches(kind, list(kinds), n=1)
+            extra = f"did you mean {hint[0]!r}? " if hint else ""
+            raise UsageError(f"no probe kind {kind!r}; {extra}run `policyrun probes` to list them", code="U008")
+        chosen = [kinds[kind]] if kind is not None else [kinds[k] for k in sorted(kinds)]
+        out = []
+        for probe in chosen:
+            d = describe(probe)
+            schema = probe.fact_schema
+            props = schema.get("properties") or (schema.get("items") or {}).get("properties", {})
+            out.append(ProbeKindOut(
+                kind=d["kind"], summary=d["summary"], side_effects=d["side_effects"],
+                params=[ParamOut(**p) for p in d["params"]], facts_shape=shape(schema),
+                fact_fields=[FieldOut(name=k, type=_type_text(v), description=v.get("description", ""))
+                             for k, v in props.items()],
+                params_schema=d["params_schema"] if kind else None, fact_schema=d["fact_schema"] if kind else None))
+        return ProbesResult(exit_code=EXIT_OK, kinds=out)
+
+    return answer(ProbesResult, body)
+
