@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("policyrun.commands.verify", "re-evaluate a trace or check a signed attestation"),
     "probes": ("policyrun.commands.probes", "list probe kinds, their parameters and facts"),
     "schema": ("policyrun.commands.schema", "print the JSON Schema of rulebooks, facts or traces"),
+    "mcp": ("policyrun.commands.mcp", "serve policyrun to coding agents over MCP (stdio)"),
 }
 
 
