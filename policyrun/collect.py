@@ -215,7 +215,9 @@ class LineProgress(QuietProgress):
         self.stream = stream
 
     def finished(self, probe_id: str, fact: Fact) -> None:
-        print(f"collect: {probe_id} {_outcome(fact)[1]}", file=self.stream, flush=True)
+        from policyrun.errors import terminal_text
+
+        print(terminal_text(f"collect: {probe_id} {_outcome(fact)[1]}"), file=self.stream, flush=True)
 
 
 class RichProgress:
@@ -485,6 +487,9 @@ class _Collection:
             if not isinstance(result, ProbeResult):
                 raise TypeError(f"run() returned {type(result).__name__}, not a ProbeResult")
             json.dumps(result.value, allow_nan=False)  # facts files are JSON; find out now, not at write
+            if _depth(result.value) > _FACT_DEPTH:
+                raise ValueError(f"the fact nests deeper than {_FACT_DEPTH} levels, which a facts file may not "
+                                 "hold; this is a probe defect")
             error = None
         except _Timeout:
             error = FactError(code="probe.timeout", message=f"did not finish within {spec.timeout_s:g}s; raise "
@@ -502,6 +507,25 @@ class _Collection:
             sources=result.sources if result else [], started_at=started, finished_at=utc_now(),
             duration_s=round(time.perf_counter() - t0, 6), error=error)
         return Fact(value=result.value if result else None, error=error, provenance=provenance)
+
+
+# A fact value must fit a facts file (limits.FACTS_DEPTH, less the snapshot's own levels).
+_FACT_DEPTH = 120
+
+
+def _depth(value: Any, limit: int = _FACT_DEPTH + 1) -> int:
+    """How deep a JSON value nests (stopping once past `limit`), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > limit:
+            return depth
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
 
 
 def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_dir: Path,

@@ -527,3 +527,20 @@ phases:
     assert _evaluate(rb, _facts(tmp_path, 1), tmp_path / "out") == 0
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert [c["id"] for c in trace["phases"][0]["evidence"]] == ["first", "second"]
+
+
+def test_facts_deeper_than_a_facts_file_holds_are_a_probe_error(tmp_path: Path) -> None:
+    """A probe (a plugin's, say) returning a value too deep for a facts file gets an error fact at
+    collection, instead of a snapshot that `evaluate --facts` would then refuse."""
+    from policyrun.collect import collect
+    from policyrun.model import Rulebook
+
+    deep: object = 1
+    for _ in range(200):
+        deep = [deep]
+    rb = Rulebook.model_validate({"policyrun": 1, "name": "deep", "modes": {"m": {"phases": ["A"]}},
+                                  "probes": {"d": {"uses": "const", "with": {"value": deep}}},
+                                  "phases": [{"id": "A", "evidence": [{"id": "e", "check": "size(facts.d) > 0"}]}]})
+    facts = collect(rb, "m", {}, base_dir=tmp_path)
+    error = facts.facts["d"].error
+    assert error is not None and error.code == "probe.crashed" and "deeper than 120 levels" in error.message

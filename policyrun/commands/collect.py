@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from policyrun.commands.evaluate import add_rulebook_args
-from policyrun.errors import EXIT_OK, UsageError
+from policyrun.errors import EXIT_OK
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -41,14 +41,13 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        out = Path(args.output)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror}; choose another -o path", code="U007") from None
+        from policyrun.outfiles import write_file
+
+        write_file(Path(args.output), text, code="U007", fix="choose another -o path")
     errors = sorted(pid for pid, fact in facts.facts.items() if not fact.ok)
     where = "stdout" if args.output == "-" else args.output
     detail = f" ({', '.join(errors)})" if errors else ""
-    sys.stderr.write(f"collect: {len(facts.facts)} facts, {len(errors)} errors{detail} → {where}\n")
+    from policyrun.errors import terminal_text
+
+    sys.stderr.write(terminal_text(f"collect: {len(facts.facts)} facts, {len(errors)} errors{detail} → {where}") + "\n")
     return EXIT_OK

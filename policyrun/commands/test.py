@@ -19,6 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
+    from policyrun.errors import terminal_text
     from policyrun.ruletest import Coverage, discover, run_suite
 
     coverage = Coverage()
@@ -28,12 +29,12 @@ def run(args: argparse.Namespace) -> int:
         for result in run_suite(path, coverage):
             total += 1
             if result.ok:
-                out.write(f"PASS {path}: {result.case.name}\n")
+                out.write(terminal_text(f"PASS {path}: {result.case.name}") + "\n")
                 continue
             failed += 1
-            out.write(f"FAIL {path}: {result.case.name}\n")
+            out.write(terminal_text(f"FAIL {path}: {result.case.name}") + "\n")
             for line in result.failures:
-                out.write(f"     {line}\n")
+                out.write(terminal_text(f"     {line}") + "\n")
     uncovered = sorted(k for k in coverage.seen if not coverage.covered(k))
     for key in (sorted(coverage.seen) if args.verbose else uncovered):
         got = ", ".join(sorted(coverage.seen[key])) or "never evaluated"

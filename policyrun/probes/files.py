@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,10 +78,14 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
             raise ProbeError("file.parse_error", exc.render()) from None
         return doc, smap, data
     if fmt == "json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProbeError("file.parse_error", f"{shown}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        from policyrun import limits
+        from policyrun.jsonfile import parse_json
+
+        try:  # duplicate keys, NaN/Infinity and runaway nesting refused with their position
+            doc = parse_json(text, shown, what="JSON document", code="file.parse_error",
+                             max_depth=limits.RESULTS_DEPTH)
+        except PolicyrunError as exc:
+            raise ProbeError("file.parse_error", exc.render()) from None
         try:  # JSON is (almost always) YAML: borrow the YAML loader's positions for error locations
             return doc, load_yaml_text(text, shown)[1], data
         except PolicyrunError:

@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
+from policyrun import limits
+from policyrun.errors import PolicyrunError
+from policyrun.jsonfile import parse_json
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -601,10 +604,11 @@ def _parse_reportlog(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
             sha.update(raw)
             if not raw.strip():
                 continue
-            try:
-                rec = json.loads(raw)
-            except ValueError as exc:
-                raise ProbeError("junit.bad_reportlog", f"{shown}:{lineno}: not a JSON line: {exc}") from None
+            try:  # pytest writes NaN for some durations; nesting and duplicate keys are refused
+                rec = parse_json(raw.decode("utf-8", "replace"), f"{shown}:{lineno}", what="report-log line",
+                                 code="junit.bad_reportlog", max_depth=limits.RESULTS_DEPTH, allow_nonfinite=True)
+            except PolicyrunError as exc:
+                raise ProbeError("junit.bad_reportlog", f"{shown}:{lineno}: not a JSON line: {exc.message}") from None
             rtype = rec.get("$report_type") if isinstance(rec, dict) else None
             if rtype == "CollectReport":
                 outcome, longrepr = rec.get("outcome"), rec.get("longrepr")

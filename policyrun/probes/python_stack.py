@@ -190,11 +190,16 @@ def _script_value(proc: ChildResult, exe: str, commands: list[str]) -> dict[str,
     if proc.returncode != 0:
         raise ProbeError("python.script_failed", f"the stack script exited with {proc.returncode} in {exe}: "
                          f"{_tail(stderr) or '(no stderr)'}", commands=commands)
-    try:
-        value = json.loads(proc.stdout.decode("utf-8", "replace"))
+    from policyrun import limits
+    from policyrun.errors import PolicyrunError
+    from policyrun.jsonfile import parse_json
+
+    try:  # the interpreter is the user's: its output is parsed as strictly as any input
+        value = parse_json(proc.stdout.decode("utf-8", "replace"), exe, what="stack script output",
+                           code="python.script_failed", max_depth=limits.RESULTS_DEPTH)
         if not isinstance(value, dict):
             raise ValueError("not an object")
-    except ValueError:
+    except (ValueError, PolicyrunError):
         raise ProbeError("python.script_failed", f"the stack script printed no JSON object in {exe}: "
                          f"{_tail(stderr) or _tail(proc.stdout.decode('utf-8', 'replace'))}",
                          commands=commands) from None
