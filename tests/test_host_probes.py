@@ -628,6 +628,9 @@ def test_modules_interpreter_errors(tmp_path: Path) -> None:
     liar = _exe(tmp_path / "liarpy", """echo '{"python_version": "3.11.0", "modules": {"json": "yes"}}'\n""")
     err = _error(PythonModulesProbe(), tmp_path, {"python": str(liar), "modules": ["json"]})
     assert err.code == "python.script_failed"
+    deep = _exe(tmp_path / "deeppy", f"exec {sys.executable} -c \"print('[' * 200000)\"\n")  # too deep for json
+    err = _error(PythonModulesProbe(), tmp_path, {"python": str(deep), "modules": ["json"]})
+    assert err.code == "python.script_failed"
     slow = _exe(tmp_path / "slowpy", "exec sleep 300\n")
     err = _error(PythonModulesProbe(), tmp_path, {"python": str(slow), "modules": ["json"], "timeout_s": 1})
     assert err.code == "python.timeout"

@@ -126,7 +126,7 @@ class PythonModulesProbe:
             version = got["python_version"]
             if not isinstance(version, str):
                 raise TypeError("python_version")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nesting
             stderr = proc.stderr.decode("utf-8", "replace")
             raise ProbeError("python.script_failed", f"the modules script printed no result in {exe} (exit "
                              f"{proc.returncode}): {_tail(stderr) or '(no stderr)'}", commands=commands) from None
