@@ -1,0 +1,443 @@
+"""`policyrun verify`: evaluate again what a trace (or a signed statement) claims, and list every
+field that differs.
+
+Load-time consistency checks (policyrun.traceconsistency) catch careless edits; this catches any
+edit. The claim names its rulebook (by sha256), mode, inputs, facts (by digest) and --fail-on;
+the auditor supplies the facts snapshot. Anything the claim pins that does not match is refused
+before evaluating (exit 3): another rulebook or other facts would answer another question. Then
+the rulebook is evaluated again and the result compared with the claim field by field, ignoring
+only `generated_at`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from policyrun.errors import Location, RulebookError, UsageError, display_path
+from policyrun.trace import LayerRef, RulebookRef, Trace
+
+if TYPE_CHECKING:
+    from policyrun.model import Rulebook
+    from policyrun.rulebook import LoadedRulebook
+
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
+IGNORED = frozenset({"generated_at"})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What was evaluated, as a trace or a verdict statement records it."""
+
+    rulebook: RulebookRef
+    mode: str
+    inputs: dict[str, Any]
+    facts_sha256: str
+    fail_on_warn: bool
+    stale: bool  # evaluated with --allow-stale-facts (and some fact was stale)
+
+    @classmethod
+    def of_trace(cls, trace: Trace) -> Claim:
+        return cls(trace.rulebook, trace.mode, dict(trace.inputs), trace.facts_sha256, trace.fail_on_warn,
+                   bool(trace.stale_facts))
+
+    @classmethod
+    def of_predicate(cls, predicate: Any, where: str) -> Claim:
+        """From a policyrun verdict predicate (policyrun.render.intoto.verdict_statement)."""
+        try:
+            rb = predicate["rulebook"]
+            ref = RulebookRef(name=rb["name"], version=rb["version"], sha256=rb["sha256"], path=rb.get("path"),
+                              chain=[LayerRef(**c) for c in rb.get("chain", [])])
+            inputs, mode = predicate["inputs"], predicate["mode"]
+            if not isinstance(inputs, dict) or not isinstance(mode, str):
+                raise TypeError("inputs must be a mapping and mode a string")
+            return cls(ref, mode, inputs, str(predicate["factsSha256"]), bool(predicate["failOnWarn"]),
+                       bool(predicate["staleFacts"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"the statement's predicate is not a policyrun verdict ({type(exc).__name__}: {exc})",
+                             code="V006", location=Location(where)) from None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the auditor supplies: the facts, and optionally another rulebook file and inputs."""
+
+    facts: list[Path]
+    rulebook: str | None = None
+    inputs_file: Path | None = None
+    sets: list[str] = field(default_factory=list)
+    allow_stale: bool = False
+
+
+@dataclass(frozen=True)
+class Reevaluation:
+    trace: Trace
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    claimed: Any
+    evaluated: Any
+
+    def line(self, claimed: str = "trace", evaluated: str = "evaluation") -> str:
+        return f"{self.path}: {claimed} has {show(self.claimed)}, {evaluated} gives {show(self.evaluated)}"
+
+
+def reevaluate(claim: Claim, request: Request) -> Reevaluation:
+    """The trace this rulebook gives for the claim's mode and inputs over the auditor's facts;
+    refused (exit 3) when the rulebook or the facts are not the ones the claim pins."""
+    from policyrun.collect import stale_facts
+    from policyrun.engine import evaluate
+    from policyrun.facts import load_facts, merge_facts
+    from policyrun.inputs import select_mode
+
+    if not request.facts:
+        raise UsageError("pass the facts snapshot the trace was evaluated over: --facts FILE (repeatable)",
+                         code="V004")
+    rb = _load_rulebook(claim.rulebook, request.rulebook)
+    _same_rulebook(rb, claim.rulebook)
+    facts = merge_facts((str(p), load_facts(p)) for p in request.facts)
+    if facts.digest() != claim.facts_sha256:
+        raise UsageError(f"the facts have sha256 {facts.digest()}, but the trace was evaluated over facts "
+                         f"{claim.facts_sha256}; pass the snapshot it was evaluated over (facts changed after the "
+                         "fact cannot confirm a verdict)", code="V003")
+    mode = select_mode(rb.model, claim.mode)
+    inputs = bind_inputs(rb.model, claim.inputs, request.inputs_file, request.sets)
+    notes: dict[str, object] = {}
+    if stale := stale_facts(rb.model, mode, inputs, facts):
+        if not (claim.stale or request.allow_stale):
+            raise _stale_error(stale, rb.display, mode)
+        notes = {"stale_facts": stale}
+    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, notes=notes,
+                     fail_on_warn=claim.fail_on_warn)
+    return _relocated(trace, rb, claim.rulebook)
+
+
+def _load_rulebook(ref: RulebookRef, given: str | None) -> LoadedRulebook:
+    """--rulebook, else the file the trace names (a shipped one by its name), else its name."""
+    from policyrun.engine import load_checked
+    from policyrun.locate import shipped_rulebooks
+
+    if given:
+        return load_checked(given)
+    path = ref.path or ""
+    shipped = shipped_rulebooks()
+    if path.startswith("<shipped>/") and Path(path).stem in shipped:
+        return load_checked(Path(path).stem)
+    if path and Path(path).is_file():
+        return load_checked(Path(path))
+    if ref.name in shipped:
+        return load_checked(ref.name)
+    raise UsageError(f"the trace names rulebook {path or ref.name!r}, which is not here; pass --rulebook FILE "
+                     f"(the file with sha256 {ref.sha256})", code="U001")
+
+
+def _same_rulebook(rb: LoadedRulebook, ref: RulebookRef) -> None:
+    if rb.sha256 != ref.sha256:
+        raise RulebookError(f"rulebook {rb.display} has sha256 {rb.sha256}, but the trace records {ref.sha256}; it "
+                            "is not the rulebook that produced the trace: pass that exact file with --rulebook",
+                            code="V001", location=Location(rb.display))
+    chain = [(c.name, c.sha256) for c in rb.chain] if len(rb.chain) > 1 else []
+    recorded = [(c.name, c.sha256) for c in ref.chain]
+    if chain == recorded:
+        return
+    if len(chain) != len(recorded):
+        raise RulebookError(f"rulebook {rb.display} is a chain of {len(chain) or 1} file(s), but the trace records "
+                            f"{len(recorded) or 1}", code="V002", location=Location(rb.display))
+    for layer, (name, sha) in zip(rb.chain, recorded, strict=True):
+        if (layer.name, layer.sha256) != (name, sha):
+            raise RulebookError(f"overlay layer {layer.path} ({layer.name}) has sha256 {layer.sha256}, but the trace "
+                                f"records {name} with sha256 {sha}; the base the overlay extends has changed",
+                                code="V002", location=Location(layer.path))
+
+
+def bind_inputs(rulebook: Rulebook, recorded: dict[str, Any], inputs_file: Path | None,
+                sets: Iterable[str]) -> dict[str, Any]:
+    """The recorded inputs, typed against the rulebook, with --inputs and --set on top. An input
+    the trace recorded as null stays null: the environment of the auditor is not consulted."""
+    from policyrun.inputs import parse_sets, resolve_inputs
+
+    sets = list(sets)
+    from_file = _inputs_file(inputs_file)
+    given = {*from_file, *parse_sets(sets)}
+    declared = rulebook.inputs
+    kept = {k: v for k, v in recorded.items() if k in declared and v is not None}
+    resolved = resolve_inputs(rulebook, sets, None, values={**kept, **from_file})
+    return {name: resolved[name] if name in given or recorded.get(name, ABSENT) is not None else None
+            for name in declared}
+
+
+def _inputs_file(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    from policyrun.yamlsource import load_yaml_file
+
+    try:
+        data, _ = load_yaml_file(path)
+    except RulebookError as exc:
+        raise UsageError(exc.message, code=exc.code, location=exc.location) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError("an inputs file is a mapping of input name to value", code="U003",
+                         location=Location(str(path), 1, 1))
+    return data
+
+
+def _stale_error(stale: list[dict[str, str]], rulebook: str, mode: str) -> UsageError:
+    lines = "\n".join(f"  {s['probe']}: {s['reason']}" for s in stale[:10])
+    more = f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else ""
+    return UsageError(f"the facts do not match rulebook {rulebook} in mode {mode} with the trace's inputs "
+                      f"({len(stale)} probe(s)):\n{lines}{more}\nthe trace does not record --allow-stale-facts, so "
+                      "`evaluate` would have refused these facts; pass --allow-stale-facts to verify anyway",
+                      code="F005")
+
+
+# Fields whose text may name a rulebook location ("rulebook.yaml:12:16"). Fact data (values read,
+# inputs, provenance) is never rewritten.
+_LOCATED_TEXT = frozenset({"location", "message", "blocker", "blockers", "reason", "next_allowed_action",
+                           "summary", "error"})
+_FACT_DATA = frozenset({"reads", "value", "violations", "inputs", "vars", "provenance", "stale_facts"})
+
+
+def _relocated(trace: Trace, rb: LoadedRulebook, ref: RulebookRef) -> Reevaluation:
+    """The trace as if the rulebook had been read from the path the claim names. Its bytes are the
+    same (checked above); only where it lies differs, and that must not read as a changed verdict."""
+    moves: dict[str, str] = {}
+    if ref.path and rb.display != ref.path:
+        moves[rb.display] = ref.path
+    if len(rb.chain) > 1:
+        moves.update({layer.path: rec.path for layer, rec in zip(rb.chain, ref.chain, strict=True)
+                      if layer.path != rec.path})
+    if not moves:
+        return Reevaluation(trace, [])
+    pattern = re.compile("|".join(re.escape(old) for old in sorted(moves, key=len, reverse=True))
+                         + r"(?=:\d+:\d+)")
+    data = trace.model_dump(mode="json")
+
+    def move(text: str) -> str:
+        return pattern.sub(lambda m: moves[m.group()], text)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (v if k in _FACT_DATA else move(v) if k in _LOCATED_TEXT and isinstance(v, str)
+                        else [move(x) if isinstance(x, str) else walk(x) for x in v]
+                        if k in _LOCATED_TEXT and isinstance(v, list) else walk(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        return node
+
+    data = walk(data)
+    data["rulebook"]["path"] = ref.path
+    for layer, rec in zip(data["rulebook"]["chain"], ref.chain, strict=False):
+        layer["path"] = rec.path
+    notes = [f"rulebook read from {old}; the trace names it {new} (same sha256), so locations are compared as {new}"
+             for old, new in moves.items()]
+    return Reevaluation(Trace.model_validate(data), notes)
+
+
+def trace_differences(claimed: Trace, evaluated: Trace) -> list[Difference]:
+    return differences(claimed.model_dump(mode="json"), evaluated.model_dump(mode="json"), ignore=IGNORED)
+
+
+def differences(claimed: Any, evaluated: Any, path: str = "", *, ignore: Iterable[str] = ()) -> list[Difference]:
+    """Every leaf where two JSON values differ. Lists of records are matched by their identity
+    (phase, kind:id, probe, path or name) when it is unique, so one inserted check does not shift
+    every later one; otherwise by position."""
+    return list(_walk(claimed, evaluated, path, frozenset(ignore)))
+
+
+def _walk(a: Any, b: Any, path: str, ignore: frozenset[str]) -> Iterator[Difference]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            sub = f"{path}.{key}" if path else str(key)
+            if sub in ignore:
+                continue
+            yield from _walk(a.get(key, ABSENT), b.get(key, ABSENT), sub, ignore)
+    elif isinstance(a, list) and isinstance(b, list):
+        yield from _walk_list(a, b, path, ignore)
+    elif a != b or type(a) is not type(b):
+        yield Difference(path, a, b)
+
+
+_IDENTITIES = ("phase", "id", "probe", "path", "name")
+
+
+def _identities(items: list[Any], ident: str) -> list[str] | None:
+    keys = [f"{i['kind']}:{i[ident]}" if ident == "id" and "kind" in i else str(i[ident]) for i in items]
+    return keys if len(set(keys)) == len(keys) else None
+
+
+def _walk_list(a: list[Any], b: list[Any], path: str, ignore: frozenset[str]) -> Iterator[Difference]:
+    both = a + b
+    ident = next((f for f in _IDENTITIES if both and all(isinstance(i, dict) and f in i for i in both)), None)
+    keys_a = _identities(a, ident) if ident else None
+    keys_b = _identities(b, ident) if ident else None
+    if keys_a is None or keys_b is None:
+        for i in range(max(len(a), len(b))):
+            yield from _walk(a[i] if i < len(a) else ABSENT, b[i] if i < len(b) else ABSENT, f"{path}[{i}]", ignore)
+        return
+    by_b = dict(zip(keys_b, b, strict=True))
+    by_a = dict(zip(keys_a, a, strict=True))
+    common_a = [k for k in keys_a if k in by_b]
+    common_b = [k for k in keys_b if k in by_a]
+    if common_a != common_b:
+        yield Difference(f"{path} order", common_a, common_b)
+    for key in [*keys_a, *(k for k in keys_b if k not in by_a)]:
+        yield from _walk(by_a.get(key, ABSENT), by_b.get(key, ABSENT), f"{path}[{key}]", ignore)
+
+
+_BARE = re.compile(r"[\w.:/@+<>-]+")
+
+
+def show(value: Any, limit: int = 200) -> str:
+    """A value in one line: simple strings bare, anything else as compact JSON, cut at `limit`."""
+    if value is ABSENT:
+        return "(absent)"
+    if isinstance(value, str) and _BARE.fullmatch(value) and value not in ("null", "true", "false"):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    lines: list[str]  # the result, for stdout
+    notes: list[str] = field(default_factory=list)  # for stderr
+
+
+def verify_trace(path: Path, request: Request) -> Outcome:
+    from policyrun.trace import load_trace
+    from policyrun.traceconsistency import inconsistencies
+
+    claimed = load_trace(path, force=True)  # an inconsistent trace is what verify is for: report it
+    again = reevaluate(Claim.of_trace(claimed), request)
+    name = display_path(path)
+    diffs = trace_differences(claimed, again.trace)
+    if not diffs:
+        return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace)],
+                       again.notes)
+    lines = [d.line() for d in diffs]
+    if problems := inconsistencies(claimed):
+        lines += ["the trace also contradicts itself:", *(f"  - {p}" for p in problems)]
+    lines.append(f"NOT VERIFIED: {name} differs from its re-evaluation in {len(diffs)} field(s) "
+                 "(generated_at is not compared)")
+    return Outcome(False, lines, again.notes)
+
+
+def _summary(trace: Trace) -> list[str]:
+    rb = trace.rulebook
+    return [f"  rulebook  {rb.path or rb.name} ({rb.name} {rb.version}) sha256 {rb.sha256}",
+            *(f"  layer     {c.path} sha256 {c.sha256}" for c in rb.chain),
+            f"  mode      {trace.mode}",
+            f"  facts     sha256 {trace.facts_sha256}",
+            f"  verdict   {trace.verdict.id}, exit code {trace.exit_code}"]
+
+
+def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | None, request: Request,
+                    trace_path: Path | None) -> Outcome:
+    """The signature first (exit 1 when it does not verify); then, given a trace or facts, that the
+    signed statement says what the trace says, or what evaluating again gives."""
+    from policyrun import dsse
+    from policyrun.render import intoto
+
+    name = display_path(path)
+    if key is None:
+        raise UsageError(f"{name} is a DSSE envelope; pass the signer's public key with --key PUB.pem", code="A002")
+    try:
+        signed = dsse.verify(envelope, key)
+        statement = _statement(signed.payload)
+    except dsse.InvalidEnvelope as exc:
+        return Outcome(False, [f"INVALID: {name}: {exc}"])
+    kind = statement.get("predicateType")
+    known = {intoto.VERDICT_PREDICATE: "in-toto", intoto.VSA_PREDICATE: "vsa"}
+    lines = [f"signature valid: {name} is signed by the key with keyid {signed.keyid}",
+             f"  statement {kind} about {len(statement.get('subject') or [])} subject(s)"]
+    if trace_path is None and not request.facts:
+        return Outcome(True, lines)
+    if statement.get("_type") != intoto.STATEMENT_TYPE or kind not in known:
+        raise UsageError(f"the signed statement is a {statement.get('_type')!r} of {kind!r}; --trace and --facts "
+                         "check policyrun's own statements (report --format in-toto or vsa)", code="V006",
+                         location=Location(name))
+    fmt = known[kind]
+    notes: list[str] = []
+    if trace_path is not None:
+        diffs = _statement_vs_trace(statement, fmt, trace_path)
+        lines += [d.line("statement", "trace") for d in diffs]
+        if request.facts:
+            outcome = verify_trace(trace_path, request)
+            lines += outcome.lines
+            notes += outcome.notes
+            ok = not diffs and outcome.ok
+        else:
+            ok = not diffs
+            lines.append(f"statement matches {display_path(trace_path)}" if ok else
+                         f"NOT VERIFIED: the statement differs from {display_path(trace_path)} in {len(diffs)} "
+                         "field(s)")
+        return Outcome(ok, lines, notes)
+    if fmt == "vsa":
+        raise UsageError("a verification summary does not record the mode and inputs it was evaluated with; pass "
+                         "the trace it was made from with --trace TRACE", code="V004")
+    again = reevaluate(Claim.of_predicate(statement.get("predicate"), name), request)
+    expected = _as_json(intoto.verdict_statement(again.trace))
+    diffs = differences(statement, expected, ignore={"predicate.generatedAt"})
+    if not diffs:
+        return Outcome(True, [*lines, "verified: the statement is what its rulebook gives over these facts",
+                              *_summary(again.trace)], again.notes)
+    return Outcome(False, [*lines, *(d.line("statement", "evaluation") for d in diffs),
+                           f"NOT VERIFIED: the statement differs from its re-evaluation in {len(diffs)} field(s) "
+                           "(generatedAt is not compared)"], again.notes)
+
+
+def _statement(payload: bytes) -> dict[str, Any]:
+    from policyrun import dsse, limits
+    from policyrun.jsonfile import parse_json
+
+    try:
+        data = parse_json(payload.decode("utf-8"), "payload", what="signed statement", code="V005",
+                          max_depth=limits.TRACE_DEPTH)
+    except (UnicodeDecodeError, UsageError) as exc:
+        raise dsse.InvalidEnvelope(f"the signed payload is not a JSON statement ({exc})") from None
+    if not isinstance(data, dict):
+        raise dsse.InvalidEnvelope("the signed payload is not a JSON object")
+    return data
+
+
+def _statement_vs_trace(statement: dict[str, Any], fmt: str, trace_path: Path) -> list[Difference]:
+    from policyrun.render import intoto
+    from policyrun.trace import load_trace
+
+    trace = load_trace(trace_path, force=True)
+    # A VSA's verifier, resource and policy URIs are the signer's choice (report options), not the trace's.
+    opts = intoto.AttestationOptions(resource_uri=_text(statement, "predicate", "resourceUri"),
+                                     policy_uri=_text(statement, "predicate", "policy", "uri"),
+                                     verifier_id=_text(statement, "predicate", "verifier", "id"))
+    return differences(statement, _as_json(intoto.attestation(trace, fmt, opts)))
+
+
+def _text(data: Any, *keys: str) -> str | None:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, str) else None
+
+
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def read_claim_file(path: Path) -> Any:
+    """The JSON of a trace or an envelope (bounded like a trace), to tell which it is."""
+    from policyrun import limits
+    from policyrun.jsonfile import parse_json, read_json_text
+
+    name = display_path(path)
+    text = read_json_text(path, what="trace or envelope", code="T001", max_bytes=limits.TRACE_BYTES)
+    return parse_json(text, name, what="trace or envelope", code="T002", max_depth=limits.TRACE_DEPTH)
