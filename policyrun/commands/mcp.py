@@ -22,21 +22,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def _load_server() -> object:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:  # before policyrun.mcp.server, whose first import is anyio
+        raise UsageError(f"policyrun mcp: the MCP SDK (`mcp`) is not installed; {INSTALL_HINT}", code="U030")
     try:
         from policyrun.mcp.server import build_server
     except ImportError as exc:
         # Missing, or an mcp 1.x without mcp.server.mcpserver: either way the extra is what fixes it.
         name = getattr(exc, "name", None) or ""
         if name == "mcp" or name.startswith("mcp."):
-            from importlib.metadata import PackageNotFoundError, version
-
-            try:
-                found = f"mcp {version('mcp')} is installed, but policyrun needs mcp>=2"
-            except PackageNotFoundError:
-                found = "the MCP SDK (`mcp`) is not installed"
-            raise UsageError(f"policyrun mcp: {found}; {INSTALL_HINT}", code="U030") from None
+            raise UsageError(f"policyrun mcp: {_why(exc)}; {INSTALL_HINT}", code="U030") from None
         raise
     return build_server()
+
+
+def _why(exc: ImportError) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        found = version("mcp")
+    except PackageNotFoundError:
+        return "the MCP SDK (`mcp`) is not installed"
+    try:
+        if Version(found).major < 2:
+            return f"mcp {found} is installed, but policyrun mcp needs mcp>=2 (the MCPServer API)"
+    except InvalidVersion:
+        pass
+    return f"mcp {found} is installed but cannot be imported ({exc})"
 
 
 def run(args: argparse.Namespace) -> int:

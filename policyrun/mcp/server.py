@@ -165,7 +165,7 @@ def _resources(server: MCPServer) -> None:
             continue
         for path in sorted(folder.glob(pattern)):
             server.add_resource(FileResource(uri=f"policyrun://{family}/{path.name}", name=f"{family}/{path.name}",
-                                             path=path.resolve(), mime_type=mime))
+                                             path=path.resolve(), mime_type=mime, encoding="utf-8"))
 
 
 def build_server() -> MCPServer:
