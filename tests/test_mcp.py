@@ -185,7 +185,8 @@ def test_evaluate_usage_errors_are_located(project: Path) -> None:
 def test_collect_then_evaluate_the_snapshot(project: Path) -> None:
     collected = data(call("collect", {"rulebook": "ship.yaml", "mode": "audit", "out": "facts/snap.json"}))
     assert collected["exit_code"] == 0 and collected["facts_path"] == str(project / "facts" / "snap.json")
-    assert [(p["probe"], p["kind"], p["ok"], p["error"]) for p in collected["probes"]] == [("notes", "path", True, None)]
+    assert [(p["probe"], p["kind"], p["ok"], p["error"]) for p in collected["probes"]] == [
+        ("notes", "path", True, None)]
     snapshot = json.loads(Path(collected["facts_path"]).read_text())
     assert snapshot["facts"]["notes"]["value"]["missing"] == ["NOTES.md"]
 
@@ -254,6 +255,12 @@ def test_flagship_example_replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert [(p["phase"], p["status"], p["next_allowed_action"]) for p in out["phases"]] == [
         (p["phase"], p["status"], p["next_allowed_action"]) for p in expected["phases"]]
 
+    snapshot = json.loads((example / "facts.json").read_text())["facts"]
+    assert out["facts"]["source"] == "files" and out["facts"]["count"] == len(snapshot)
+    assert [(f["probe"], f["error"]) for f in out["facts"]["failed"]] == [
+        (pid, {"code": f["error"]["code"], "message": f["error"]["message"]})
+        for pid, f in sorted(snapshot.items()) if f.get("error")]
+
     actions = data(call("next_actions", {"trace": out["trace_path"]}))
     assert actions["now"]["phase"] == "PRODUCE_STAGED_PLAN" and actions["now"]["status"] == "PASS"
     assert actions["now"]["next_allowed_action"].startswith("stop here (read-only)")
@@ -274,7 +281,8 @@ def test_probes_lists_kinds_and_shows_one_in_full() -> None:
     one = data(call("probes", {"kind": "path"}))
     assert one["kinds"][0]["params_schema"] == dict(registry()["path"].params_schema)
     typo = data(call("probes", {"kind": "pth"}))
-    assert typo["exit_code"] == 3 and typo["error"]["code"] == "U008" and "did you mean 'path'" in typo["error"]["message"]
+    assert typo["exit_code"] == 3 and typo["error"]["code"] == "U008"
+    assert "did you mean 'path'" in typo["error"]["message"]
 
 
 @sdk

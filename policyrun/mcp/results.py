@@ -24,7 +24,7 @@ class Located(BaseModel):
 
 class FindingOut(Located):
     severity: str = Field(description="error or warning")
-    node: str = Field(default="", description="Path to the rulebook node, e.g. `phases → X → evidence[2] → check`.")
+    node: str = Field(default="", description="The rulebook node, e.g. `phases → X → evidence[2] → check`.")
 
     @classmethod
     def of(cls, f: Finding) -> FindingOut:
@@ -79,11 +79,16 @@ class PhaseOut(BaseModel):
     next_allowed_action: str = Field(description="The one action the workflow allows next for this phase.")
 
 
+class FactErrorOut(BaseModel):
+    code: str = Field(description="Stable cause, e.g. file.not_found, git.unknown_ref, refused.permission.")
+    message: str
+
+
 class ProbeOutcome(BaseModel):
     probe: str
     kind: str
     ok: bool
-    error: Located | None = Field(default=None, description="Why the fact could not be collected (code, message).")
+    error: FactErrorOut | None = Field(default=None, description="Why the fact could not be collected.")
     duration_s: float | None = None
 
 

@@ -49,6 +49,15 @@ Inputs = Annotated[dict[str, Any] | None, Field(description="Input values by nam
 InputsFile = Annotated[str | None, Field(description="A YAML or JSON file of inputs (like `--inputs`).")]
 TracePath = Annotated[str, Field(description="A trace.json written by evaluate (its `trace_path`).")]
 Force = Annotated[bool, Field(description="Read a trace that contradicts its own checks (reported in the result).")]
+FactsFiles = Annotated[list[str] | None, Field(
+    description="Facts snapshots to replay (merged). Without them the rulebook's probes run first: read-only, but "
+                "it can take seconds to minutes on large repositories.")]
+OutDir = Annotated[str, Field(description="Where trace.json (and reports, manifest.json) are written.")]
+Formats = Annotated[list[str] | None, Field(description="Reports to write beside the trace: md, html, junit, sarif, "
+                                                        "json, or a report the rulebook declares.")]
+AllowStale = Annotated[bool, Field(description="Evaluate facts collected with other parameters (recorded in the "
+                                               "trace) instead of refusing them (F005).")]
+FailOnWarn = Annotated[bool, Field(description="A WARN phase makes exit_code 1.")]
 
 
 def _reply(result: ToolResult) -> CallToolResult:
@@ -97,16 +106,8 @@ def lint(paths: Annotated[list[str], Field(min_length=1, description="Rulebook f
 
 
 def evaluate(ctx: Context, rulebook: Rulebook, mode: Mode = None, inputs: Inputs = None,
-             inputs_file: InputsFile = None,
-             facts_files: Annotated[list[str] | None, Field(
-                 description="Facts snapshots to replay (merged). Without them the rulebook's probes run first: "
-                             "read-only, but it can take seconds to minutes on large repositories.")] = None,
-             out_dir: Annotated[str, Field(description="Where trace.json (and reports) are written.")] = tools.DEFAULT_OUT,
-             formats: Annotated[list[str] | None, Field(description="Reports to write beside the trace: md, html, "
-                                                                    "junit, sarif, json, or a rulebook report.")] = None,
-             allow_stale_facts: Annotated[bool, Field(description="Evaluate facts collected with other parameters "
-                                                                  "(recorded in the trace).")] = False,
-             fail_on_warn: Annotated[bool, Field(description="A WARN phase makes exit_code 1.")] = False,
+             inputs_file: InputsFile = None, facts_files: FactsFiles = None, out_dir: OutDir = tools.DEFAULT_OUT,
+             formats: Formats = None, allow_stale_facts: AllowStale = False, fail_on_warn: FailOnWarn = False,
              ) -> Annotated[CallToolResult, EvaluateResult]:
     """Evaluate a rulebook in one mode and write the trace. Returns every phase's status, blocker and next allowed
     action, the verdict and the exit code (0 every required phase passed, 1 FAIL, 2 BLOCKED/STOPPED). Collects facts

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from policyrun.errors import EXIT_INTERNAL, EXIT_OK, Finding, PolicyrunError, UsageError
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
-                                   FactsUsed, FieldOut, FindingOut, LintResult, Located, NextAction, NextActionsResult,
-                                   ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult, ReadOut, ToolResult,
-                                   VerdictOut)
+                                   FactErrorOut, FactsUsed, FieldOut, FindingOut, LintResult, NextAction,
+                                   NextActionsResult, ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult,
+                                   ReadOut, ToolResult, VerdictOut)
 
 R = TypeVar("R", bound=ToolResult)
 
@@ -90,7 +90,7 @@ def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
             continue
         err = fact.error
         out.append(ProbeOutcome(probe=pid, kind=fact.provenance.kind, ok=fact.ok,
-                                error=Located(code=err.code, message=err.message) if err else None,
+                                error=FactErrorOut(code=err.code, message=err.message) if err else None,
                                 duration_s=fact.provenance.duration_s))
     return out
 
