@@ -294,13 +294,14 @@ def _walk_list(a: list[Any], b: list[Any], path: str, ignore: frozenset[str]) ->
 
 
 _BARE = re.compile(r"[\w.:/@+<>-]+")
+_JSON_LOOKALIKE = re.compile(r"null|true|false|-?[0-9][0-9.eE+-]*")  # quoted, so "1" never reads as 1
 
 
 def show(value: Any, limit: int = 200) -> str:
     """A value in one line: simple strings bare, anything else as compact JSON, cut at `limit`."""
     if value is ABSENT:
         return "(absent)"
-    if isinstance(value, str) and _BARE.fullmatch(value) and value not in ("null", "true", "false"):
+    if isinstance(value, str) and _BARE.fullmatch(value) and not _JSON_LOOKALIKE.fullmatch(value):
         text = value
     else:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
