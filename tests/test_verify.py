@@ -217,7 +217,8 @@ def test_values_read_verdict_derived_and_provenance_edited(scenario: Scenario,
     capsys.readouterr()
     assert scenario.verify(scenario.edit(many)) == 1
     assert sorted(difference_lines(result(capsys)[0])) == sorted([
-        "inputs.limit: trace has 2, evaluation gives 1",
+        # The trace's inputs are the question evaluated again: the check now reads 2, the trace said 1.
+        "phases[A].evidence[evidence:few_deletions].reads[inputs.limit].value: trace has 1, evaluation gives 2",
         "derived[deleted].value[0]: trace has (absent), evaluation gives gone0.py",
         "phases[B].evidence[evidence:has_commits].reads[facts.log.count].value: trace has 7, evaluation gives 3",
         f'verdict.summary: trace has "ready at HEAD", evaluation gives "ready at {LIB_HEAD}"',
