@@ -29,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="YAML or JSON mapping passed to templates as `context` (e.g. impact_matrix, refs)")
     p.add_argument("--force", action="store_true",
                    help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
+    p.add_argument("--base", type=Path, metavar="DIR", help="sarif, github: make code locations relative to DIR "
+                   "(default: the repository most of the trace's probes read)")
     a = p.add_argument_group("attestations (--format in-toto or vsa; docs/auditors.md)")
     a.add_argument("--sign-key", type=Path, metavar="KEY.pem",
                    help="wrap the statement in a DSSE envelope signed with this ed25519 private key")
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
                          "and vsa", code="R004")
     else:
-        text = render(trace, args.format, template=args.template, context=load_context(args.context))
+        text = render(trace, args.format, template=args.template, context=load_context(args.context), base=args.base)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "

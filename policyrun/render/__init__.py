@@ -25,6 +25,7 @@ FORMATS: dict[str, str] = {
     "junit": "junit.xml",
     "sarif": "report.sarif",
     "json": "trace.json",
+    "github": "github-annotations.txt",  # GitHub Actions workflow commands (policyrun.render.github)
 }
 TEMPLATED = frozenset({"md", "html"})
 # Attestations (policyrun.render.intoto): `report --format` only, since a VSA takes options and
@@ -32,7 +33,8 @@ TEMPLATED = frozenset({"md", "html"})
 ATTESTATIONS: dict[str, str] = {"in-toto": "statement.intoto.json", "vsa": "vsa.intoto.json"}
 
 
-def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Mapping[str, Any] | None = None) -> str:
+def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Mapping[str, Any] | None = None,
+           base: Path | None = None) -> str:
     """One report as text. `template` replaces the built-in template of `md` or `html`."""
     if fmt == "md":
         from policyrun.render.markdown import render_markdown
@@ -47,7 +49,10 @@ def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Map
         return render_junit(trace)
     if fmt == "sarif":
         from policyrun.render.sarif import trace_to_sarif
-        return trace_to_sarif(trace)
+        return trace_to_sarif(trace, base_dir=base)
+    if fmt == "github":
+        from policyrun.render.github import render_trace_github
+        return render_trace_github(trace, base_dir=base)
     if fmt == "json":
         from policyrun.render.jsonout import render_json
         return render_json(trace)

@@ -1,9 +1,10 @@
-"""SARIF 2.1.0 for code scanning: lint findings, and a trace's non-PASS phases.
+"""SARIF 2.1.0 for code scanning: lint findings, and a trace's failing phases at the code they are about.
 
-GitHub code scanning (and other SARIF viewers) show a result on the file and line its
-`physicalLocation` names, so URIs are relative to the repository root (the working directory by
-default) and regions carry 1-based `startLine`/`startColumn`. Output is deterministic: results
-are sorted by location, and no timestamps are written.
+GitHub code scanning (and other SARIF viewers) show a result on the file and line its primary
+`physicalLocation` names, so URIs are relative to the source root (`uriBaseId: %SRCROOT%`) and
+regions carry 1-based `startLine`/`startColumn`. A failing phase is placed on the code its failing
+checks read (policyrun.render.codelocations), with the rulebook lines as related locations.
+Output is deterministic: results are sorted, and no timestamps are written.
 """
 
 from __future__ import annotations
@@ -17,27 +18,20 @@ from typing import Any
 from urllib.parse import quote
 
 from policyrun.errors import Finding, Location
+from policyrun.lintcodes import describe, help_markdown
+from policyrun.render.codelocations import (SRCROOT, CodeLocation, Resolver, failing_checks, parse_location,
+                                            phase_locations)
 from policyrun.render.safetext import json_controls
-from policyrun.render.view import FAILING, format_read, is_decisive
-from policyrun.trace import Trace
+from policyrun.render.view import format_read
+from policyrun.trace import PhaseRecord, Trace
+
+__all__ = ["artifact_uri", "parse_location", "render_sarif", "trace_to_sarif"]
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning"}
+# Phases that are results; PASS and SKIPPED phases are not (nothing to act on).
 _PHASE_LEVELS = {"WARN": "warning", "FAIL": "error", "BLOCKED": "error", "STOPPED": "error"}
-
-
-def parse_location(text: str | None) -> Location | None:
-    """`file:line:col` (line and column optional) as a Location."""
-    if not text:
-        return None
-    parts = text.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return Location(parts[0], int(parts[1]), int(parts[2]))
-    parts = text.rsplit(":", 1)
-    if len(parts) == 2 and parts[1].isdigit():
-        return Location(parts[0], int(parts[1]))
-    return Location(text)
 
 
 def artifact_uri(file: str, base_dir: Path | None = None) -> str:
@@ -54,14 +48,41 @@ def artifact_uri(file: str, base_dir: Path | None = None) -> str:
     return quote(posix.removeprefix("./"), safe="/-._~!$&'()*+,;=@", errors="surrogateescape")
 
 
+def _region(line: int, column: int) -> dict[str, Any] | None:
+    if line <= 0:
+        return None
+    region: dict[str, Any] = {"startLine": line}
+    if column > 0:
+        region["startColumn"] = column
+    return region
+
+
 def _location(loc: Location, base_dir: Path | None) -> dict[str, Any]:
-    physical: dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(loc.file, base_dir)}}
-    if loc.line > 0:
-        region: dict[str, Any] = {"startLine": loc.line}
-        if loc.column > 0:
-            region["startColumn"] = loc.column
+    uri = artifact_uri(loc.file, base_dir)
+    artifact: dict[str, Any] = {"uri": uri}
+    if ":" not in uri.split("/", 1)[0]:  # relative to the working directory: the source root
+        artifact["uriBaseId"] = SRCROOT
+    physical: dict[str, Any] = {"artifactLocation": artifact}
+    if (region := _region(loc.line, loc.column)) is not None:
         physical["region"] = region
     return {"physicalLocation": physical}
+
+
+def _code_location(loc: CodeLocation, message: str | None = None, ident: int | None = None) -> dict[str, Any]:
+    absolute = loc.base is None and loc.path.startswith("/")
+    artifact: dict[str, Any] = {"uri": Path(loc.path).as_uri() if absolute else artifact_uri(loc.path)}
+    if loc.base:
+        artifact["uriBaseId"] = loc.base
+    physical: dict[str, Any] = {"artifactLocation": artifact}
+    if (region := _region(loc.line, loc.column)) is not None:
+        physical["region"] = region
+    out: dict[str, Any] = {}
+    if ident is not None:
+        out["id"] = ident
+    out["physicalLocation"] = physical
+    if message or loc.note:
+        out["message"] = {"text": message or loc.note}
+    return out
 
 
 def _fingerprint(*parts: str) -> str:
@@ -86,10 +107,14 @@ def render_sarif(findings: Iterable[Finding], *, tool_version: str,
     codes = sorted({f.code for f in ordered})
     rules = []
     for code in codes:
+        entry = describe(code)
         first = next(f for f in ordered if f.code == code)
         rules.append({"id": code, "name": code,
-                      "shortDescription": {"text": descriptions.get(code, f"policyrun lint {code}")},
-                      "defaultConfiguration": {"level": _LEVELS[first.severity]}})
+                      "shortDescription": {"text": descriptions.get(code, entry.short)},
+                      "fullDescription": {"text": entry.help},
+                      "help": {"text": f"{code}: {entry.short}. {entry.help}", "markdown": help_markdown(entry)},
+                      "defaultConfiguration": {"level": _LEVELS[first.severity]},
+                      "properties": {"tags": ["policyrun", "rulebook"]}})
     index = {code: i for i, code in enumerate(codes)}
     results = []
     for f in ordered:
@@ -107,64 +132,102 @@ def render_sarif(findings: Iterable[Finding], *, tool_version: str,
     return _log(_driver(tool_version, rules), results)
 
 
-def _phase_markdown(trace: Trace, phase_id: str) -> str:
-    phase = trace.phase(phase_id)
-    assert phase is not None
+
+
+def _phase_markdown(phase: PhaseRecord, code: list[CodeLocation]) -> str:
     lines = [f"**{phase.phase}** is **{phase.status}**: {phase.blocker or phase.reason}", "",
              f"Next allowed action: {phase.next_allowed_action}"]
-    decisive = [c for c in phase.evidence if is_decisive(c)]
-    if decisive:
+    checks = failing_checks(phase)
+    if checks:
         lines += ["", "Checks that decided it:"]
-        for c in decisive:
+        for c in checks:
             outcome = f" → {c.outcome}" if c.outcome else ""
             reads = "; ".join(f"`{format_read(r, 120)}`" for r in c.reads)
             lines.append(f"- `{c.id}` ({c.kind}) {c.result}{outcome}: `{c.expression}`"
                          + (f"; read {reads}" if reads else ""))
+    if code:
+        lines += ["", "Code it is about:"]
+        lines += [f"- `{loc.text()}` ({loc.note})" if loc.note else f"- `{loc.text()}`" for loc in code]
     return "\n".join(lines)
 
 
-def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: Path | None = None) -> str:
-    """A trace's non-PASS phases as results located at each phase in the rulebook.
+def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolver) -> dict[str, Any]:
+    code = phase_locations(trace, phase, resolver)
+    checks: list[tuple[CodeLocation, str | None]] = []
+    for check in failing_checks(phase):
+        if (loc := resolver.rulebook(check.location)) is not None:
+            checks.append((loc, f"{check.kind} {check.id} in the rulebook"))
+    phase_loc = resolver.rulebook(phase.location)
+    if phase_loc is None and (file := parse_location(trace.rulebook.path)) is not None:
+        phase_loc = resolver.rulebook(f"{file.file}:1:1")
+    tail = [(phase_loc, f"phase {phase.phase} in the rulebook")] if phase_loc is not None else []
+    # Primary: the first code location; related: the rulebook checks, the other code, the phase.
+    # Without code locations the phase's rulebook line is primary, as for a rulebook finding.
+    candidates: list[tuple[CodeLocation, str | None]]
+    if code:
+        candidates = [(code[0], None), *checks, *((loc, None) for loc in code[1:]), *tail]
+    else:
+        candidates = [*tail, *checks]
+    seen: set[tuple[str, int, int, str | None]] = set()
+    unique = []
+    for loc, text in candidates:
+        key = (loc.path, loc.line, loc.column, loc.base)
+        if key not in seen:
+            seen.add(key)
+            unique.append((loc, text))
+    primary, related = (unique[0], unique[1:]) if unique else (None, [])
+    status = phase.status
+    result: dict[str, Any] = {
+        "ruleId": f"{trace.rulebook.name}/{phase.phase}", "ruleIndex": index,
+        "kind": "fail", "level": _PHASE_LEVELS[status],
+        "message": {"text": f"{phase.phase} {status}: {phase.blocker or phase.reason}. "
+                            f"Next allowed action: {phase.next_allowed_action}",
+                    "markdown": _phase_markdown(phase, code)},
+    }
+    if primary is not None:
+        result["locations"] = [_code_location(primary[0], primary[1])]
+    if related:
+        result["relatedLocations"] = [_code_location(loc, text, ident=i) for i, (loc, text) in enumerate(related, 1)]
+    result["partialFingerprints"] = {"policyrunPhase/v1": _fingerprint(trace.rulebook.name, trace.mode,
+                                                                        phase.phase, status)}
+    result["properties"] = {"status": status, "reason": phase.reason,
+                            "next_allowed_action": phase.next_allowed_action,
+                            "checks": [c.id for c in failing_checks(phase)],
+                            "code_locations": len(code)}
+    return result
 
-    FAIL, BLOCKED and STOPPED are errors and WARN a warning (`kind: fail`); SKIPPED phases are recorded as
-    `kind: notApplicable` with level `none`, which SARIF requires for non-failures.
+
+def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: Path | None = None) -> str:
+    """A trace's failing phases as results: FAIL, BLOCKED and STOPPED are errors, WARN a warning.
+
+    PASS and SKIPPED phases are not results. Each result's primary location is the first code
+    location its failing checks read (at most 20 per result), else the phase in the rulebook;
+    the rulebook lines of those checks and the other code locations are related locations.
+    URIs are relative to `base_dir` (`--base`) when given, else to the repository most probes read.
     """
     if tool_version is None:
         from policyrun import __version__
         tool_version = __version__
-    phases = [p for p in trace.phases if p.status != "PASS"]
-    rule_ids = [f"{trace.rulebook.name}/{p.phase}" for p in phases]
-    rules = [{"id": rid, "name": p.phase,
+    resolver = Resolver(trace, base_dir)
+    phases = [p for p in trace.phases if p.status in _PHASE_LEVELS]
+    rules = [{"id": f"{trace.rulebook.name}/{p.phase}", "name": p.phase,
               "shortDescription": {"text": p.title or p.phase},
               "fullDescription": {"text": f"Phase {p.phase} of rulebook {trace.rulebook.name}"},
-              "defaultConfiguration": {"level": _PHASE_LEVELS.get(p.status, "none")}}
-             for rid, p in zip(rule_ids, phases, strict=True)]
-    fallback = parse_location(trace.rulebook.path) if trace.rulebook.path else None
-    if fallback is not None and fallback.line == 0:
-        fallback = Location(fallback.file, 1, 1)
-    results = []
-    for i, (rid, phase) in enumerate(zip(rule_ids, phases, strict=True)):
-        failing = phase.status in FAILING or phase.status == "WARN"
-        result: dict[str, Any] = {
-            "ruleId": rid, "ruleIndex": i,
-            "kind": "fail" if failing else "notApplicable",
-            "level": _PHASE_LEVELS[phase.status] if failing else "none",
-            "message": {"text": f"{phase.phase} {phase.status}: {phase.blocker or phase.reason}. "
-                                f"Next allowed action: {phase.next_allowed_action}",
-                        "markdown": _phase_markdown(trace, phase.phase)},
-            "partialFingerprints": {"policyrunPhase/v1": _fingerprint(trace.rulebook.name, trace.mode, phase.phase,
-                                                                      phase.status)},
-            "properties": {"status": phase.status, "reason": phase.reason,
-                           "next_allowed_action": phase.next_allowed_action,
-                           "checks": [c.id for c in phase.evidence if is_decisive(c)]},
-        }
-        loc = parse_location(phase.location) or fallback
-        if loc is not None:
-            result["locations"] = [_location(loc, base_dir)]
-        results.append(result)
+              "help": {"text": f"Phase {p.phase} ({p.title or p.phase}) of rulebook {trace.rulebook.name} did not "
+                               f"pass. `policyrun explain TRACE --phase {p.phase}` shows why.",
+                       "markdown": f"Phase **{p.phase}** ({p.title or p.phase}) of rulebook "
+                                   f"`{trace.rulebook.name}` did not pass.\n\n"
+                                   f"`policyrun explain trace.json --phase {p.phase}` shows each check, the values "
+                                   "it read and where they came from."},
+              "defaultConfiguration": {"level": _PHASE_LEVELS[p.status]}}
+             for p in phases]
+    results = [_phase_result(trace, p, i, resolver) for i, p in enumerate(phases)]
     run_props = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
                  "rulebook_sha256": trace.rulebook.sha256, "mode": trace.mode, "verdict": trace.verdict.id,
                  "exit_code": trace.exit_code, "facts_sha256": trace.facts_sha256}
+    extra: dict[str, Any] = {}
+    if bases := resolver.original_uri_base_ids():
+        extra["originalUriBaseIds"] = bases
     return _log(_driver(tool_version, rules), results,
                 automationDetails={"id": f"policyrun/{trace.rulebook.name}/{trace.mode}/"},
-                properties=run_props)
+                properties=run_props, **extra)

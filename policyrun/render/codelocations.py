@@ -1,0 +1,303 @@
+"""The code a failing check points at, found in the values it read (for SARIF and GitHub annotations).
+
+A check's trace record lists what it read and, for evidence with a `violations:` list, the
+violations. Those values carry the places the verdict is about: search hits (`path` + `line`),
+rows of the Python source probes, markers, claims and pins (`file` + `line`, `site: "path:line"`),
+JUnit failures (`file`/`line`), git diff paths. This module walks them — boundedly: values may be
+large, and a summarised value (`{"truncated": true, ...}`) simply yields nothing — and resolves
+each path against the probe that produced it (its `root` parameter, else its repository), then
+against a source root: `base` when given, else the repository most of the trace's probes read.
+Nothing is read from disk; everything comes from the trace.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policyrun.errors import Location
+from policyrun.facts import Provenance
+from policyrun.render.view import is_decisive, probe_of
+from policyrun.trace import CheckRecord, PhaseRecord, Trace
+
+SRCROOT = "%SRCROOT%"
+MAX_LOCATIONS = 20
+_MAX_NODES = 5000  # values visited per read: a large fact costs a bounded walk
+# Probe kinds whose rows name files relative to where the run happened (pytest's working
+# directory, the evidence folder), not to a probe root.
+_FILE_KINDS = frozenset({"tests.junit", "attestation", "file.read", "results"})
+_SITE_KEYS = frozenset({"site", "sites", "source", "sources", "location", "locations"})
+# `path:line` with a file name that has an extension, e.g. `afd_plugin/compat/vllm.py:12`.
+_SITE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9_]*):([1-9][0-9]*)(?::([1-9][0-9]*))?(?![\w/])")
+
+
+@dataclass(frozen=True)
+class CodeLocation:
+    path: str  # relative to `base` (a uriBaseId), or absolute when base is None
+    line: int = 0
+    column: int = 0
+    base: str | None = SRCROOT
+    note: str = ""  # what pointed here, for people
+
+    @property
+    def in_source_root(self) -> bool:
+        return self.base == SRCROOT and not self.path.startswith("../")
+
+    def text(self) -> str:
+        return self.path + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.column else "")
+
+
+@dataclass(frozen=True)
+class _Raw:
+    path: str
+    line: int
+    column: int
+    where: str
+
+
+class Resolver:
+    """Turns a path found in a fact into a CodeLocation, relative to a source root."""
+
+    def __init__(self, trace: Trace, base: Path | None = None) -> None:
+        self.trace = trace
+        repos = [p.repo.path for p in trace.provenance.values() if p.repo is not None]
+        if base is not None:
+            self.root: str | None = posixpath.normpath(Path(base).absolute().as_posix())
+        elif repos:
+            # The repository most probes read is the one the rulebook is about (the others are
+            # references, like an upstream checkout); ties go to the first in sorted order.
+            counts = Counter(repos)
+            self.root = min(counts, key=lambda r: (-counts[r], r))
+        else:
+            self.root = None
+        self.bases: dict[str, str] = {}  # repository path → uriBaseId, for the other repositories
+
+    def probe_root(self, probe: str) -> tuple[str | None, str | None]:
+        """(directory the probe's rows are relative to, repository path) for a probe id."""
+        prov = self.trace.provenance.get(probe)
+        if prov is None:
+            return None, None
+        repo = prov.repo.path if prov.repo is not None else None
+        if prov.kind in _FILE_KINDS:
+            return None, repo
+        root = prov.params.get("root")
+        if not isinstance(root, str) and prov.kind.startswith("git."):
+            root = prov.params.get("path")
+        if not isinstance(root, str):
+            root = repo
+        return root, repo
+
+    def resolve(self, raw: _Raw, root: str | None, repo: str | None) -> CodeLocation:
+        path = raw.path.replace("\\", "/")
+        if not posixpath.isabs(path) and root:
+            path = posixpath.join(root, path)
+        path = posixpath.normpath(path)
+        if not posixpath.isabs(path):
+            # Relative to where the run happened, which CI makes the repository root.
+            return CodeLocation(path, raw.line, raw.column, None if path.startswith("../") else SRCROOT, raw.where)
+        if self.root and _under(path, self.root):
+            return CodeLocation(posixpath.relpath(path, self.root), raw.line, raw.column, SRCROOT, raw.where)
+        if repo and posixpath.isabs(repo) and _under(path, repo):
+            return CodeLocation(posixpath.relpath(path, repo), raw.line, raw.column, self._base_id(repo), raw.where)
+        return CodeLocation(path, raw.line, raw.column, None, raw.where)
+
+    def _base_id(self, repo: str) -> str:
+        if repo not in self.bases:
+            name = re.sub(r"[^A-Za-z0-9]+", "_", posixpath.basename(repo.rstrip("/")) or "repo").upper()
+            taken = set(self.bases.values())
+            ident, n = f"REPO_{name}", 2
+            while ident in taken:
+                ident, n = f"REPO_{name}_{n}", n + 1
+            self.bases[repo] = ident
+        return self.bases[repo]
+
+    def original_uri_base_ids(self) -> dict[str, dict[str, Any]]:
+        """SARIF `originalUriBaseIds` for the repositories other than the source root."""
+        heads = {p.repo.path: p.repo.head for p in self.trace.provenance.values() if p.repo is not None}
+        out: dict[str, dict[str, Any]] = {}
+        for repo, ident in sorted(self.bases.items(), key=lambda kv: kv[1]):
+            head = heads.get(repo)
+            out[ident] = {"uri": Path(repo).as_uri().rstrip("/") + "/",
+                          "description": {"text": f"repository {repo}" + (f" at {head}" if head else "")}}
+        return out
+
+    def rulebook(self, text: str | None) -> CodeLocation | None:
+        """A rulebook `file:line:col` (a check's or phase's location) as a CodeLocation."""
+        loc = parse_location(text)
+        if loc is None:
+            return None
+        if loc.file.startswith("<"):  # `<shipped>/...`: inside the installed package, not the repository
+            return CodeLocation(loc.file, loc.line, loc.column, None)
+        return self.resolve(_Raw(loc.file, loc.line, loc.column, ""), None, None)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def parse_location(text: str | None) -> Location | None:
+    """`file:line:col` (line and column optional) as a Location."""
+    if not text:
+        return None
+    parts = text.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return Location(parts[0], int(parts[1]), int(parts[2]))
+    parts = text.rsplit(":", 1)
+    if len(parts) == 2 and parts[1].isdigit():
+        return Location(parts[0], int(parts[1]))
+    return Location(text)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+_WHOLE_SITE = re.compile(r"([^\s:]+):([1-9][0-9]*)(?::([1-9][0-9]*))?")
+
+
+def _sites(text: str, where: str) -> Iterator[_Raw]:
+    """`path:line[:col]` sites in a string: the whole string (`Dockerfile:3`), else every
+    `dir/name.ext:line` inside it (`constant afd/x.py:12 = 0.26.0`)."""
+    whole = _WHOLE_SITE.fullmatch(text.strip())
+    if whole is not None:
+        yield _Raw(whole.group(1), int(whole.group(2)), int(whole.group(3) or 0), where)
+        return
+    for m in _SITE.finditer(text):
+        yield _Raw(m.group(1), int(m.group(2)), int(m.group(3) or 0), where)
+
+
+def _walk(value: Any, key: str, where: str, budget: list[int]) -> Iterator[_Raw]:
+    """Paths with lines in a fact value, in document order."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return
+    if isinstance(value, dict):
+        if value.get("truncated") is True and "sha256" in value:
+            return  # a value the trace summarised: nothing left to find
+        for field in ("path", "file"):
+            name = value.get(field)
+            if isinstance(name, str) and name:
+                yield _Raw(name, _int(value.get("line")), _int(value.get("column")), where)
+                return
+        site = value.get("site")
+        if isinstance(site, str):
+            found = list(_sites(site, where))
+            if found:
+                yield from found
+                return
+        for k, v in value.items():
+            yield from _walk(v, str(k), where, budget)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item, key, where, budget)
+            if budget[0] < 0:
+                return
+    elif isinstance(value, str):
+        if key in _SITE_KEYS:
+            yield from _sites(value, where)
+        elif key.endswith("_paths") and value:  # git.diff's added/changed/deleted/modified paths
+            yield _Raw(value, 0, 0, where)
+
+
+def _candidates(trace: Trace, path: str, fallback: list[str]) -> list[str]:
+    """Probe ids a read's value may come from: the probe it names, or a derived value's probes."""
+    probe = probe_of(path)
+    if probe is not None:
+        return [probe]
+    parts = path.split(".")
+    if parts[0] == "derived" and len(parts) > 1:
+        rec = next((d for d in trace.derived if d.id == parts[1]), None)
+        if rec is not None:
+            return list(rec.facts)
+    return list(fallback)
+
+
+def _root_for(resolver: Resolver, probes: list[str]) -> tuple[str | None, str | None]:
+    """One root for rows that may come from several probes: the most common one among them."""
+    roots = [resolver.probe_root(p) for p in probes]
+    roots = [r for r in roots if r != (None, None)] or [(None, None)]
+    counts = Counter(roots)
+    return max(counts, key=lambda r: (counts[r], -roots.index(r)))
+
+
+class _Collector:
+    """Locations in order, one per file line: a later one with a column refines an earlier one
+    without (a violation names `path:line`, the search hit behind it has the column too)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.items: list[CodeLocation] = []
+        self.index: dict[tuple[str, int, str | None], int] = {}
+
+    def add(self, loc: CodeLocation) -> None:
+        key = (loc.path, loc.line, loc.base)
+        at = self.index.get(key)
+        if at is None:
+            if len(self.items) < self.limit:
+                self.index[key] = len(self.items)
+                self.items.append(loc)
+        elif loc.column and not self.items[at].column:
+            old = self.items[at]
+            self.items[at] = CodeLocation(old.path, old.line, loc.column, old.base, old.note)
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.limit
+
+
+def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
+                    limit: int = MAX_LOCATIONS) -> list[CodeLocation]:
+    """The code a check points at: its violations first (the precise offenders), then its reads."""
+    out = _Collector(limit)
+
+    def add(found: Iterator[_Raw], probes: list[str]) -> None:
+        root, repo = _root_for(resolver, probes)
+        for raw in found:
+            out.add(resolver.resolve(raw, root, repo))
+
+    if check.violations is not None:
+        items = check.violations if isinstance(check.violations, list) else [check.violations]
+        for item in items:
+            where = f"violation of {check.id}"
+            found = _sites(item, where) if isinstance(item, str) else _walk(item, "", where, [_MAX_NODES])
+            add(found, list(check.facts))
+    for read in check.reads:
+        if read.missing or read.value is None:
+            continue
+        add(_walk(read.value, read.path.rsplit(".", 1)[-1], f"{read.path}, read by {check.id}", [_MAX_NODES]),
+            _candidates(trace, read.path, list(check.facts)))
+    for probe in check.facts:  # a file the check's facts came from (an attestation, a JUnit report)
+        prov = trace.provenance.get(probe)
+        if prov is not None and prov.kind in _FILE_KINDS:
+            for name in _param_files(prov):
+                add(iter([_Raw(name, 0, 0, f"facts.{probe} ({prov.kind}), read by {check.id}")]), [probe])
+    return out.items
+
+
+def _param_files(prov: Provenance) -> list[str]:
+    value = prov.params.get("path", prov.params.get("paths"))
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str) and not any(c in v for c in "*?[")]
+    return []
+
+
+def failing_checks(phase: PhaseRecord) -> list[CheckRecord]:
+    """The checks that explain a non-PASS phase: those that imposed a status, else the decisive ones."""
+    imposed = [c for c in phase.evidence if c.outcome is not None and c.outcome != "PASS"]
+    return imposed or [c for c in phase.evidence if is_decisive(c)]
+
+
+def phase_locations(trace: Trace, phase: PhaseRecord, resolver: Resolver,
+                    limit: int = MAX_LOCATIONS) -> list[CodeLocation]:
+    out = _Collector(limit)
+    for check in failing_checks(phase):
+        for loc in check_locations(trace, check, resolver, limit):
+            out.add(loc)
+    return out.items
