@@ -222,7 +222,8 @@ def test_values_read_verdict_derived_and_provenance_edited(scenario: Scenario,
         "derived[deleted].value[0]: trace has (absent), evaluation gives gone0.py",
         "phases[B].evidence[evidence:has_commits].reads[facts.log.count].value: trace has 7, evaluation gives 3",
         f'verdict.summary: trace has "ready at HEAD", evaluation gives "ready at {LIB_HEAD}"',
-        f"provenance.log.repo.head: trace has {'f' * 40}, evaluation gives {APP_HEAD}",
+        # All digits: quoted, so it cannot be read as a number.
+        f'provenance.log.repo.head: trace has {"f" * 40}, evaluation gives "{APP_HEAD}"',
     ])
 
 
