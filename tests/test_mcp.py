@@ -93,6 +93,7 @@ def test_lists_six_tools_with_input_and_output_schemas() -> None:
     for tool in tools.values():
         assert tool.input_schema["type"] == "object"
         assert {"exit_code", "error"} <= set(tool.output_schema["properties"])
+        assert tool.description and "\n" not in tool.description
     assert tools["evaluate"].input_schema["required"] == ["rulebook"]
     assert set(tools["evaluate"].input_schema["properties"]) >= {"rulebook", "mode", "inputs", "inputs_file",
                                                                  "facts_files", "out_dir"}

@@ -173,6 +173,7 @@ def build_server() -> MCPServer:
     server: MCPServer = MCPServer("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for fn, hints in ((lint, _READS), (evaluate, _WRITES), (collect, _WRITES), (explain, _READS),
                       (next_actions, _READS), (probes, _READS)):
-        server.add_tool(fn, annotations=hints)
+        # One line per description: docstring indentation is noise in a client's tool list.
+        server.add_tool(fn, description=" ".join((fn.__doc__ or "").split()), annotations=hints)
     _resources(server)
     return server
