@@ -244,6 +244,20 @@ def test_next_actions_and_explain_read_the_trace(project: Path, capsys: pytest.C
 
 
 @sdk
+def test_a_trace_that_contradicts_itself_is_refused_unless_forced(project: Path) -> None:
+    trace = Path(data(call("evaluate", {"rulebook": "ship.yaml"}))["trace_path"])
+    doc = json.loads(trace.read_text())
+    doc["phases"][0]["status"] = "PASS"  # NOTES was BLOCKED by its check
+    trace.write_text(json.dumps(doc))
+    refused = data(call("next_actions", {"trace": str(trace)}))
+    assert refused["exit_code"] == 3 and refused["error"]["code"] == "T005"
+    forced = data(call("next_actions", {"trace": str(trace), "force": True}))
+    assert forced["exit_code"] == 0 and any("NOTES" in p for p in forced["inconsistencies"])
+    explained = data(call("explain", {"trace": str(trace), "force": True}))
+    assert explained["text"].startswith("INCONSISTENT TRACE") and explained["inconsistencies"]
+
+
+@sdk
 def test_flagship_example_replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(ROOT)  # the example's inputs name its evidence relative to the checkout
     example = ROOT / "examples" / "planning-pass"

@@ -162,6 +162,8 @@ class NextActionsResult(ToolResult):
     now: NextAction | None = Field(default=None, description="What to do now: the first FAIL, BLOCKED or STOPPED "
                                                              "phase, else the last phase that ran.")
     phases: list[NextAction] = Field(default_factory=list, description="Every phase, in workflow order.")
+    inconsistencies: list[str] = Field(default_factory=list, description="With force: what the trace contradicts; "
+                                                                        "do not act on such a trace.")
 
 
 class ParamOut(BaseModel):

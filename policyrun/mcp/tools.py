@@ -215,6 +215,7 @@ def next_actions(trace: str = DEFAULT_TRACE, force: bool = False) -> NextActions
     def body() -> NextActionsResult:
         from policyrun.render.view import FAILING
         from policyrun.trace import load_trace
+        from policyrun.traceconsistency import inconsistencies
 
         loaded = load_trace(Path(trace), force=force)
         rows = [NextAction(phase=p.phase, title=p.title, status=p.status, next_allowed_action=p.next_allowed_action,
@@ -222,7 +223,8 @@ def next_actions(trace: str = DEFAULT_TRACE, force: bool = False) -> NextActions
         ran = [r for r in rows if r.status != "SKIPPED"]
         now = next((r for r in rows if r.status in FAILING), ran[-1] if ran else None)
         return NextActionsResult(exit_code=EXIT_OK, mode=loaded.mode, verdict=_verdict(loaded),
-                                 trace_exit_code=loaded.exit_code, now=now, phases=rows)
+                                 trace_exit_code=loaded.exit_code, now=now, phases=rows,
+                                 inconsistencies=inconsistencies(loaded) if force else [])
 
     return answer(NextActionsResult, body)
 
