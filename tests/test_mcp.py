@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -330,8 +331,10 @@ def test_the_cli_serves_over_stdio(project: Path) -> None:
     from mcp import Client, StdioServerParameters
 
     async def go() -> Any:
+        # The SDK gives a server a minimal environment; the test's lint cache folder must reach it.
+        env = {k: os.environ[k] for k in ("POLICYRUN_CACHE_DIR", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
         server = StdioServerParameters(command=sys.executable, args=["-m", "policyrun", "mcp", "--cwd", str(project)],
-                                       cwd=str(ROOT))
+                                       cwd=str(ROOT), env=env)
         async with Client(server) as client:
             return await client.call_tool("evaluate", {"rulebook": "ship.yaml"})
 
