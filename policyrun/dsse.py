@@ -153,8 +153,13 @@ def verify(envelope: dict[str, Any], key_path: Path, *, payload_type: str = PAYL
         if kind != payload_type:
             raise InvalidEnvelope(f"payloadType {kind!r} is not {payload_type!r}")
         return Verified(body, keyid(key))
-    raise InvalidEnvelope(f"no signature verifies with this key (keyid {keyid(key)}) over the payload; the payload "
-                          "or payloadType was changed after signing, or it was signed with another key")
+    mine = keyid(key)
+    named = sorted({e["keyid"] for e in sigs if isinstance(e, dict) and isinstance(e.get("keyid"), str)} - {mine})
+    # A keyid is an unauthenticated hint, so it only chooses the more likely explanation.
+    why = (f"the envelope names another key ({', '.join(named)}): was it signed with another key?" if named and not
+           any(isinstance(e, dict) and e.get("keyid") == mine for e in sigs) else
+           "the payload or payloadType was changed after signing")
+    raise InvalidEnvelope(f"no signature verifies with this key (keyid {mine}) over the payload; {why}")
 
 
 def _b64(text: str, what: str) -> bytes:

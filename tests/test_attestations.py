@@ -161,6 +161,20 @@ def test_vsa_needs_a_timestamp_and_a_repository(scenario: Scenario, capsys: pyte
     assert errors(STATEMENT, statement) == []
 
 
+def test_vsa_resource_uri_of_a_relative_repository_path(scenario: Scenario,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    doc = facts_doc()
+    for fact in doc["facts"].values():
+        fact["provenance"]["repo"]["path"] = "app"  # as a probe run with path "app" could record it
+    scenario.facts.write_text(json.dumps(doc))
+    assert scenario.evaluate() == 0
+    capsys.readouterr()
+    assert main(["report", str(scenario.trace), "--format", "vsa"]) == 3
+    assert "the repository path 'app' is relative; pass --resource-uri" in capsys.readouterr().err
+    vsa = report(capsys, scenario.trace, "vsa", "--resource-uri", f"git+https://example.com/app@{APP_HEAD}")
+    assert vsa["predicate"]["resourceUri"] == f"git+https://example.com/app@{APP_HEAD}"
+
+
 def test_vsa_schema_is_not_vacuous() -> None:
     good = {"verifier": {"id": "https://v.example"}, "timeVerified": "2025-01-01T00:00:00Z",
             "resourceUri": "git+file:///x@" + "a" * 40, "policy": {"uri": "file:rb.yaml"},
@@ -211,7 +225,8 @@ VECTOR_SIG = "2WAfaHm5jluo0w+0rk8uVkluELJYWjSmU9x7EUzx+AyteDGJ4/nqyJXfmAUVFIAoQa
 
 def test_pae_is_the_specs() -> None:
     # protocol.md's example, and vectors.json's non-ASCII type (29 bytes, 28 characters) and empty body.
-    assert pae("http://example.com/HelloWorld", b"hello world") == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    hello = b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    assert pae("http://example.com/HelloWorld", b"hello world") == hello
     assert pae("application/vnd.exämple+json", STATEMENT_BODY).hex().startswith(
         "445353457631203239206170706c69636174696f6e2f766e642e6578c3a46d706c652b6a736f6e203433")
     assert pae("application/vnd.in-toto+json", b"") == b"DSSEv1 28 application/vnd.in-toto+json 0 "
@@ -264,7 +279,7 @@ def test_signed_statement_round_trip_and_tampering(scenario: Scenario, tmp_path:
     capsys.readouterr()
     assert main(["report", str(scenario.trace), "--format", "in-toto"]) == 0
     unsigned = capsys.readouterr().out
-    assert main(["report", str(scenario.trace), "--format", "in-toto", "--sign-key", str(private), "-o", "env.json"]) == 0
+    assert main(["report", str(scenario.trace), "-f", "in-toto", "--sign-key", str(private), "-o", "env.json"]) == 0
     envelope = json.loads(Path("env.json").read_text())
     assert set(envelope) == {"payloadType", "payload", "signatures"}
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
@@ -296,8 +311,12 @@ def test_signed_statement_round_trip_and_tampering(scenario: Scenario, tmp_path:
         Path("bad.json").write_text(json.dumps(bad))
         assert main(["verify", "bad.json", "--key", str(public)]) == 1, what
         assert capsys.readouterr().out.startswith("INVALID: bad.json: "), what
+    Path("bad.json").write_text(json.dumps(tampered["flipped payload byte"]))
+    assert main(["verify", "bad.json", "--key", str(public)]) == 1
+    assert capsys.readouterr().out.endswith("the payload or payloadType was changed after signing\n")
     assert main(["verify", "env.json", "--key", str(other)]) == 1  # wrong key
-    assert "no signature verifies with this key" in capsys.readouterr().out
+    assert capsys.readouterr().out.endswith(f"the envelope names another key ({entry['keyid']}): was it signed "
+                                            "with another key?\n")
 
 
 def test_key_problems_are_usage_errors(scenario: Scenario, tmp_path: Path,
