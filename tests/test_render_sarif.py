@@ -1,19 +1,31 @@
-"""SARIF 2.1.0 for lint findings and for a trace, validated with jsonschema."""
+"""SARIF 2.1.0 for lint findings and for a trace, validated against the full OASIS schema.
+
+A trace's failing phases are located at the code their checks read; the end-to-end tests collect
+real facts from fixture repositories (search, JUnit, Python constants, git diff) and compare the
+locations with lines the test finds in the files itself.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import tracefactory as tf
+from gitfixtures import init_repo
 
+from policyrun.cli import main
 from policyrun.errors import Finding, Location
+from policyrun.facts import Provenance, RepoState
+from policyrun.lintcodes import LINT_CODES
 from policyrun.render.sarif import artifact_uri, parse_location, render_sarif, trace_to_sarif
+from policyrun.trace import CheckRecord, DerivedRecord, PhaseRecord, Read, Trace, load_trace
 
-SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-2.1.0-subset.json").read_text())
+SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text())
 
 FINDINGS = [
     Finding("L102", "probe 'target' is never read by any check", Location("rulebooks/upgrade.yaml", 31, 5),
@@ -25,18 +37,27 @@ FINDINGS = [
 ]
 
 
-def _validate(text: str) -> dict[str, Any]:
+def validate(text: str) -> dict[str, Any]:
     log = json.loads(text)
     jsonschema.Draft4Validator(SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER).validate(log)
     return log
 
+
+def _where(loc: dict[str, Any]) -> tuple[str, str | None, int, int]:
+    phys = loc["physicalLocation"]
+    region = phys.get("region", {})
+    return (phys["artifactLocation"]["uri"], phys["artifactLocation"].get("uriBaseId"),
+            region.get("startLine", 0), region.get("startColumn", 0))
+
+
+# --- lint ----------------------------------------------------------------------------------------
 
 def test_lint_sarif_golden() -> None:
     tf.golden("lint.sarif", render_sarif(FINDINGS, tool_version="0.1.0"))
 
 
 def test_lint_sarif_is_valid_and_located() -> None:
-    log = _validate(render_sarif(FINDINGS, tool_version="0.1.0"))
+    log = validate(render_sarif(FINDINGS, tool_version="0.1.0"))
     run = log["runs"][0]
     assert log["version"] == "2.1.0" and run["tool"]["driver"]["name"] == "policyrun"
     rules = run["tool"]["driver"]["rules"]
@@ -45,7 +66,7 @@ def test_lint_sarif_is_valid_and_located() -> None:
     for result in run["results"]:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
     x002 = by_rule["X002"]["locations"][0]["physicalLocation"]
-    assert x002 == {"artifactLocation": {"uri": "rulebooks/upgrade.yaml"},
+    assert x002 == {"artifactLocation": {"uri": "rulebooks/upgrade.yaml", "uriBaseId": "%SRCROOT%"},
                     "region": {"startLine": 52, "startColumn": 16}}
     assert by_rule["X002"]["level"] == "error" and by_rule["L102"]["level"] == "warning"
     assert "(at phases → FREEZE_IDENTITY → evidence[0] → check)" in by_rule["X002"]["message"]["text"]
@@ -56,8 +77,50 @@ def test_lint_sarif_is_valid_and_located() -> None:
     assert "region" not in by_rule["R001"]["locations"][0]["physicalLocation"]
 
 
+def test_lint_rules_carry_the_code_table_description_and_help() -> None:
+    rules = {r["id"]: r for r in validate(render_sarif(FINDINGS, tool_version="0"))["runs"][0]["tool"]["driver"]["rules"]}
+    x002 = LINT_CODES["X002"]
+    assert rules["X002"]["shortDescription"] == {"text": x002.short}
+    assert rules["X002"]["help"]["text"].startswith(f"X002: {x002.short}. ")
+    assert x002.help in rules["X002"]["help"]["markdown"] and "**X002** (error)" in rules["X002"]["help"]["markdown"]
+    # A code outside the table (a plugin's) still gets a description rather than nothing.
+    assert rules["L102"]["shortDescription"] == {"text": "policyrun lint L102"}
+    assert rules["L102"]["help"]["text"]
+
+
+def test_every_lint_code_has_real_help() -> None:
+    for code, entry in LINT_CODES.items():
+        assert entry.code == code and entry.severity in ("error", "warning")
+        assert entry.short and not entry.short.endswith(".") and len(entry.help) > 20, code
+
+
+def test_docs_lint_md_lists_exactly_the_lint_codes() -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "lint.md").read_text()
+    rows = re.findall(r"^\| ([A-Z][0-9]{3}) \| (error|warning) \|", docs, re.MULTILINE)
+    assert len(rows) == len({code for code, _ in rows})
+    assert dict(rows) == {code: entry.severity for code, entry in LINT_CODES.items()}
+
+
+# Modules whose every code is a lint finding (the loaders, static checks, expression compiler,
+# overlays and waivers); in the template modules only codes built into a Finding are lint's
+# (the others are raised while rendering a report).
+LINT_MODULES = ["checks.py", "lint.py", "typecheck.py", "rulebook.py", "overlay.py", "yamlsource.py", "expr.py",
+                "waivers.py"]
+
+
+def test_every_code_lint_can_report_is_in_the_table() -> None:
+    package = Path(__file__).parent.parent / "policyrun"
+    reported: set[str] = set()
+    for name in LINT_MODULES:
+        reported |= set(re.findall(r'"([A-Z][0-9]{3})"', (package / name).read_text()))
+    for name in ["render/templating.py", "render/__init__.py"]:
+        reported |= set(re.findall(r'Finding\(\s*"([A-Z][0-9]{3})"', (package / name).read_text()))
+    assert {"L003", "X002", "Y008", "W003", "R007"} <= reported
+    assert reported == set(LINT_CODES)
+
+
 def test_lint_sarif_empty_is_valid() -> None:
-    log = _validate(render_sarif([], tool_version="0.1.0"))
+    log = validate(render_sarif([], tool_version="0.1.0"))
     assert log["runs"][0]["results"] == [] and log["runs"][0]["tool"]["driver"]["rules"] == []
 
 
@@ -82,40 +145,337 @@ def test_parse_location() -> None:
     assert parse_location(None) is None
 
 
+def test_schema_rejects_misspelt_properties() -> None:
+    log = json.loads(render_sarif(FINDINGS[:1], tool_version="0"))
+    log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startcolumn"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        validate(json.dumps(log))
+
+
+# --- traces: statuses and rulebook lines ---------------------------------------------------------
+
 def test_trace_sarif_golden() -> None:
     tf.golden("trace.sarif", trace_to_sarif(tf.flagship(), tool_version="0.1.0"))
 
 
 @pytest.mark.parametrize("make", [tf.flagship, tf.generic, tf.all_pass])
 def test_trace_sarif_is_valid(make) -> None:  # type: ignore[no-untyped-def]
-    _validate(trace_to_sarif(make(), tool_version="0.1.0"))
+    validate(trace_to_sarif(make(), tool_version="0.1.0"))
 
 
-def test_trace_sarif_reports_non_pass_phases_at_their_lines() -> None:
+def test_trace_sarif_reports_failing_phases_only() -> None:
     trace = tf.flagship()
-    run = _validate(trace_to_sarif(trace, tool_version="0.1.0"))["runs"][0]
-    non_pass = [p for p in trace.phases if p.status != "PASS"]
-    assert [r["ruleId"] for r in run["results"]] == [f"upgrade-gpu-version/{p.phase}" for p in non_pass]
-    by_phase = {r["ruleId"].split("/")[1]: r for r in run["results"]}
-    unit = by_phase["STATIC_AND_UNIT_GATE"]
-    assert (unit["kind"], unit["level"]) == ("fail", "error")
-    assert unit["locations"][0]["physicalLocation"] == {
-        "artifactLocation": {"uri": "rulebooks/upgrade-gpu-version.yaml"},
-        "region": {"startLine": 160, "startColumn": 5}}
-    assert "unit_tests_pass" in unit["message"]["markdown"] and unit["properties"]["checks"] == ["unit_tests_pass"]
-    skipped = by_phase["FINAL_AUDIT"]
-    assert (skipped["kind"], skipped["level"]) == ("notApplicable", "none")
+    run = validate(trace_to_sarif(trace, tool_version="0.1.0"))["runs"][0]
+    failing = [p for p in trace.phases if p.status in ("FAIL", "BLOCKED", "STOPPED", "WARN")]
+    assert failing and any(p.status == "SKIPPED" for p in trace.phases)
+    assert [r["ruleId"] for r in run["results"]] == [f"upgrade-gpu-version/{p.phase}" for p in failing]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [r["ruleId"] for r in run["results"]]
+    assert all(r["kind"] == "fail" and r["level"] == "error" for r in run["results"])
+    assert all(r["help"]["text"] and r["help"]["markdown"] for r in run["tool"]["driver"]["rules"])
     assert run["automationDetails"]["id"] == "policyrun/upgrade-gpu-version/final-validation/"
+
+
+def test_trace_sarif_without_code_locations_stays_on_the_rulebook_line() -> None:
+    run = validate(trace_to_sarif(tf.flagship(), tool_version="0.1.0"))["runs"][0]
+    unit = next(r for r in run["results"] if r["ruleId"].endswith("/STATIC_AND_UNIT_GATE"))
+    # The unit check read only totals: no code location, so the phase's rulebook line is primary
+    # and the check's rulebook line is related.
+    assert _where(unit["locations"][0]) == ("rulebooks/upgrade-gpu-version.yaml", "%SRCROOT%", 160, 5)
+    assert [_where(r)[2] for r in unit["relatedLocations"]] == [166]
+    assert "unit_tests_pass" in unit["message"]["markdown"] and unit["properties"]["checks"] == ["unit_tests_pass"]
+
+
+def test_warn_phase_is_a_warning_and_skipped_is_absent() -> None:
+    trace = tf.generic()
+    phases = [p.model_copy(update={"status": "WARN"}) if i == 0 else p.model_copy(update={"status": "SKIPPED"})
+              for i, p in enumerate(trace.phases)]
+    run = validate(trace_to_sarif(trace.model_copy(update={"phases": phases}), tool_version="0"))["runs"][0]
+    assert [(r["ruleId"].split("/")[1], r["level"]) for r in run["results"]] == [(phases[0].phase, "warning")]
+    assert run["tool"]["driver"]["rules"][0]["defaultConfiguration"] == {"level": "warning"}
 
 
 def test_trace_sarif_falls_back_to_rulebook_path() -> None:
     trace = tf.generic().model_copy(update={"rulebook": tf.generic().rulebook.model_copy(update={"path": "rb.yaml"})})
-    run = _validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]
-    assert run["results"][0]["locations"][0]["physicalLocation"]["region"] == {"startLine": 1, "startColumn": 1}
+    trace = trace.model_copy(update={"phases": [p.model_copy(update={"location": None}) for p in trace.phases]})
+    run = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]
+    failing = [r for r in run["results"] if "locations" in r]
+    assert failing and all(_where(r["locations"][0])[:3] == ("rb.yaml", "%SRCROOT%", 1) for r in failing
+                           if not r.get("relatedLocations"))
 
 
-def test_schema_subset_rejects_misspelt_properties() -> None:
-    log = json.loads(render_sarif(FINDINGS[:1], tool_version="0"))
-    log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startcolumn"] = 1
-    with pytest.raises(jsonschema.ValidationError):
-        _validate(json.dumps(log))
+# --- traces: code locations from the facts a check read ------------------------------------------
+
+REPO = "/work/afd"
+
+
+def _trace(checks: list[CheckRecord], provenance: dict[str, Provenance], status: str = "FAIL") -> Trace:
+    phase = PhaseRecord(phase="AUDIT", status=status, reason="r", evidence=checks,  # type: ignore[arg-type]
+                        blocker="b", next_allowed_action="fix it", location="rulebooks/r.yaml:10:5")
+    return tf.generic().model_copy(update={"phases": [phase], "provenance": provenance, "derived": []})
+
+
+def _search_prov(probe: str, root: str, repo: str) -> Provenance:
+    return Provenance(probe=probe, kind="search.regex", params={"root": root, "pattern": "x"},
+                      repo=RepoState(path=repo, head="a" * 40))
+
+
+def _hits(n: int) -> list[dict[str, Any]]:
+    return [{"path": f"src/m{i}.py", "line": i + 1, "column": 3, "match": "x", "groups": [], "text": "x"}
+            for i in range(n)]
+
+
+def test_locations_are_bounded_and_the_first_hit_is_primary() -> None:
+    check = CheckRecord(id="clean", kind="evidence", expression="size(facts.s.hits) == 0", result="UNSATISFIED",
+                        outcome="FAIL", reads=[Read(path="facts.s.hits", value=_hits(30))], facts=["s"],
+                        location="rulebooks/r.yaml:12:9")
+    run = validate(trace_to_sarif(_trace([check], {"s": _search_prov("s", REPO, REPO)}), tool_version="0"))["runs"][0]
+    result = run["results"][0]
+    assert _where(result["locations"][0]) == ("src/m0.py", "%SRCROOT%", 1, 3)
+    related = [_where(r) for r in result["relatedLocations"]]
+    # The check's rulebook line first, then 19 more hits (20 code locations in all), then the phase.
+    assert related[0] == ("rulebooks/r.yaml", "%SRCROOT%", 12, 9)
+    assert related[1:20] == [(f"src/m{i}.py", "%SRCROOT%", i + 1, 3) for i in range(1, 20)]
+    assert related[20:] == [("rulebooks/r.yaml", "%SRCROOT%", 10, 5)]
+    assert [r["id"] for r in result["relatedLocations"]] == list(range(1, 22))
+    assert result["properties"]["code_locations"] == 20
+
+
+def test_hits_under_a_subfolder_root_are_relative_to_the_repository() -> None:
+    check = CheckRecord(id="clean", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
+                        reads=[Read(path="facts.s.hits", value=_hits(1))], facts=["s"])
+    trace = _trace([check], {"s": _search_prov("s", f"{REPO}/pkg", REPO)})
+    assert _where(json.loads(trace_to_sarif(trace, tool_version="0"))["runs"][0]["results"][0]["locations"][0]) \
+        == ("pkg/src/m0.py", "%SRCROOT%", 1, 3)
+
+
+def test_truncated_values_yield_no_locations_but_the_result_stays_on_the_rulebook() -> None:
+    summary = {"truncated": True, "type": "list", "length": 5000, "sha256": "0" * 64}
+    check = CheckRecord(id="clean", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
+                        reads=[Read(path="facts.s.hits", value=summary)], facts=["s"], location="rulebooks/r.yaml:12:9")
+    result = validate(trace_to_sarif(_trace([check], {"s": _search_prov("s", REPO, REPO)}),
+                                     tool_version="0"))["runs"][0]["results"][0]
+    assert _where(result["locations"][0]) == ("rulebooks/r.yaml", "%SRCROOT%", 10, 5)
+    assert result["properties"]["code_locations"] == 0
+
+
+def test_sites_rows_and_violations_are_locations() -> None:
+    constants = [{"name": "TARGET", "file": "afd/compat.py", "line": 12, "site": "afd/compat.py:12", "value": "1"}]
+    imports = [{"file": "afd/a.py", "line": 3, "module": "vllm.x", "site": "afd/a.py:3",
+                "target": {"defining_file": "vllm/x.py", "line": 40}}]
+    check = CheckRecord(id="agree", kind="evidence", expression="e", result="UNSATISFIED", outcome="BLOCKED",
+                        reads=[Read(path="derived.conflicts", value=[{"source": "pyproject.toml:7", "value": "1"}]),
+                               Read(path="facts.consts.constants", value=constants),
+                               Read(path="facts.imps.imports", value=imports)],
+                        facts=["consts", "imps"], violations=["constant afd/compat.py:12 = 1 (not 2)"])
+    prov = {"consts": Provenance(probe="consts", kind="python.constants", params={"root": REPO},
+                                 repo=RepoState(path=REPO)),
+            "imps": Provenance(probe="imps", kind="python.imports", params={"root": REPO}, repo=RepoState(path=REPO))}
+    trace = _trace([check], prov, status="BLOCKED")
+    trace = trace.model_copy(update={"derived": [DerivedRecord(id="conflicts", expression="x", facts=["consts"])]})
+    result = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]["results"][0]
+    code = [_where(result["locations"][0])] + [_where(r) for r in result["relatedLocations"]
+                                                if r["message"]["text"] != "phase AUDIT in the rulebook"]
+    # Violations first; the constant's row merges with it; the upstream definition in `target`
+    # (another tree) is not a location of this repository.
+    assert code == [("afd/compat.py", "%SRCROOT%", 12, 0), ("pyproject.toml", "%SRCROOT%", 7, 0),
+                    ("afd/a.py", "%SRCROOT%", 3, 0)]
+
+
+def test_base_makes_locations_relative_and_other_repositories_get_their_own_base() -> None:
+    check = CheckRecord(id="clean", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
+                        reads=[Read(path="facts.s.hits", value=_hits(1)), Read(path="facts.u.hits", value=_hits(1))],
+                        facts=["s", "u"])
+    prov = {"s": _search_prov("s", REPO, REPO), "u": _search_prov("u", "/work/vllm", "/work/vllm")}
+    log = validate(trace_to_sarif(_trace([check], prov), tool_version="0", base_dir=Path("/work")))
+    result = log["runs"][0]["results"][0]
+    assert _where(result["locations"][0]) == ("afd/src/m0.py", "%SRCROOT%", 1, 3)
+    assert ("vllm/src/m0.py", "%SRCROOT%", 1, 3) in [_where(r) for r in result["relatedLocations"]]
+    # Without --base the repository most probes read is the source root (ties: the first by name),
+    # and the other one is named in originalUriBaseIds.
+    log = validate(trace_to_sarif(_trace([check], prov), tool_version="0"))
+    result = log["runs"][0]["results"][0]
+    assert _where(result["locations"][0]) == ("src/m0.py", "%SRCROOT%", 1, 3)
+    assert ("src/m0.py", "REPO_VLLM", 1, 3) in [_where(r) for r in result["relatedLocations"]]
+    assert log["runs"][0]["originalUriBaseIds"] == {"REPO_VLLM": {
+        "uri": "file:///work/vllm/", "description": {"text": f"repository /work/vllm at {'a' * 40}"}}}
+
+
+# --- end to end: real probes over fixture repositories --------------------------------------------
+
+RULEBOOK = r"""policyrun: 1
+name: ci-locations
+inputs:
+  repo: {type: path, default: "."}
+  upstream: {type: path, required: true}
+modes:
+  audit: {phases: [STALE, UPSTREAM, TESTS, CONSTANT, DIFF, LATER]}
+probes:
+  mentions: {uses: search.regex, with: {root: "${inputs.repo}", pattern: "0\\.26\\.1", include: ["Dockerfile", "*.py"]}}
+  upstream_mentions: {uses: search.regex, with: {root: "${inputs.upstream}", pattern: "0\\.26\\.1"}}
+  unit: {uses: tests.junit, with: {path: build/unit.xml}}
+  consts: {uses: python.constants, with: {root: "${inputs.repo}", names: [TARGET_VLLM_VERSION]}}
+  changes: {uses: git.diff, with: {path: "${inputs.repo}", base: "HEAD~1", head: "HEAD"}}
+phases:
+  - id: STALE
+    evidence:
+      - id: no_old_version
+        violations: facts.mentions.hits.map(h, h.path + ':' + string(h.line))
+  - id: UPSTREAM
+    requires: []
+    evidence:
+      - id: upstream_clean
+        check: size(facts.upstream_mentions.hits) == 0
+  - id: TESTS
+    requires: []
+    evidence:
+      - id: green
+        check: size(facts.unit.failures) == 0
+  - id: CONSTANT
+    requires: []
+    evidence:
+      - id: at_target
+        check: facts.consts.constants.all(c, c.value == '0.27.0')
+  - id: DIFF
+    requires: []
+    evidence:
+      - id: nothing_changed
+        check: size(facts.changes.changed_paths) == 0
+        on_fail: WARN
+  - id: LATER
+    requires: [STALE]
+    evidence:
+      - id: ok
+        check: "true"
+"""
+
+JUNIT = """<?xml version="1.0"?>
+<testsuite name="pytest" tests="1" failures="1" errors="0" skipped="0">
+<testcase classname="tests.test_math" name="test_add" time="0.01"><failure message="assert 2 == 3">def test_add():
+&gt;       assert 1 + 1 == 3
+E       assert 2 == 3
+
+tests/test_math.py:{line}: AssertionError</failure></testcase>
+</testsuite>
+"""
+
+COMPAT = '"""Compat."""\n\n# pinned\nTARGET_VLLM_VERSION = "0.26.1"\n'
+DOCKERFILE = "FROM python:3.11\nRUN pip install vllm==0.26.1\n"
+TEST_MATH = "def test_add():\n    assert 1 + 1 == 3\n"
+UPSTREAM_VERSION = '__version__ = "0.27.0"\nOLD = "0.26.1"\n'
+
+
+@dataclass
+class Scenario:
+    plugin: Path
+    upstream: Path
+    out: Path
+    rulebook: Path
+    trace: Trace
+
+
+def find(text: str, needle: str) -> tuple[int, int]:
+    """1-based (line, column) of the first `needle` in `text`: the test's own ground truth."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return number, line.index(needle) + 1
+    raise AssertionError(f"{needle!r} not in text")
+
+
+def build_scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> Scenario:
+    """Collect and evaluate in the plugin checkout, as CI does (`repo` stays `.` unless `extra` sets it)."""
+    plugin = init_repo(tmp_path / "plugin")
+    plugin.write("Dockerfile", DOCKERFILE)
+    plugin.write("pkg/compat.py", COMPAT.replace("# pinned\n", ""))
+    plugin.write("tests/test_math.py", TEST_MATH)
+    plugin.write(".gitignore", "build/\n")
+    plugin.commit("one")
+    plugin.write("pkg/compat.py", COMPAT)
+    plugin.write("pkg/new.py", "X = 1\n")
+    plugin.commit("two")
+    upstream = init_repo(tmp_path / "upstream")
+    upstream.write("vllm/version.py", UPSTREAM_VERSION)
+    upstream.commit("up")
+    plugin.write("build/unit.xml", JUNIT.replace("{line}", str(find(TEST_MATH, "assert")[0])))
+    rulebook = tmp_path / "rb.yaml"
+    rulebook.write_text(RULEBOOK)
+    out = tmp_path / "out"
+    monkeypatch.chdir(plugin.path)
+    code = main(["evaluate", str(rulebook), "--mode", "audit", "--set", f"upstream={upstream.path}", "--out", str(out),
+                 "--no-timestamp", "-q", *extra])
+    assert code == 1
+    return Scenario(plugin.path, upstream.path, out, rulebook, load_trace(out / "trace.json"))
+
+
+def test_end_to_end_sarif_points_at_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = build_scenario(tmp_path, monkeypatch, "--format", "sarif")
+    log = validate((s.out / "report.sarif").read_text())
+    results = {r["ruleId"].split("/")[1]: r for r in log["runs"][0]["results"]}
+    # LATER is SKIPPED: not a result. DIFF is WARN: a warning.
+    assert list(results) == ["STALE", "UPSTREAM", "TESTS", "CONSTANT", "DIFF"]
+    assert [results[p]["level"] for p in results] == ["error"] * 4 + ["warning"]
+
+    docker = find(DOCKERFILE, "0.26.1")
+    compat = find(COMPAT, "0.26.1")
+    stale = results["STALE"]
+    assert _where(stale["locations"][0]) == ("Dockerfile", "%SRCROOT%", *docker)
+    assert ("pkg/compat.py", "%SRCROOT%", *compat) in [_where(r) for r in stale["relatedLocations"]]
+    rule_line = find(RULEBOOK, "- id: no_old_version")[0]
+    assert (s.rulebook.as_uri(), None, rule_line, 9) == _where(stale["relatedLocations"][0])
+
+    upstream = results["UPSTREAM"]
+    assert _where(upstream["locations"][0]) == ("vllm/version.py", "REPO_UPSTREAM", *find(UPSTREAM_VERSION, "0.26.1"))
+    assert log["runs"][0]["originalUriBaseIds"]["REPO_UPSTREAM"]["uri"] == s.upstream.as_uri() + "/"
+
+    tests = results["TESTS"]
+    assert _where(tests["locations"][0]) == ("tests/test_math.py", "%SRCROOT%", find(TEST_MATH, "assert")[0], 0)
+    assert ("build/unit.xml", "%SRCROOT%", 0, 0) in [_where(r) for r in tests["relatedLocations"]]
+
+    assert _where(results["CONSTANT"]["locations"][0]) == ("pkg/compat.py", "%SRCROOT%",
+                                                           find(COMPAT, "TARGET_VLLM_VERSION")[0], 0)
+    diff = results["DIFF"]
+    assert _where(diff["locations"][0]) == ("pkg/compat.py", "%SRCROOT%", 0, 0)
+    assert ("pkg/new.py", "%SRCROOT%", 0, 0) in [_where(r) for r in diff["relatedLocations"]]
+    assert (s.plugin / "build" / "unit.xml").exists() and not (s.plugin / ".policyrun").exists()
+
+
+def test_report_base_relativises_locations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    s = build_scenario(tmp_path, monkeypatch, "--set", f"repo={tmp_path / 'plugin'}")
+    capsys.readouterr()
+    assert main(["report", str(s.out / "trace.json"), "--format", "sarif", "--base", str(tmp_path)]) == 0
+    log = validate(capsys.readouterr().out)
+    results = {r["ruleId"].split("/")[1]: r for r in log["runs"][0]["results"]}
+    assert _where(results["STALE"]["locations"][0])[:2] == ("plugin/Dockerfile", "%SRCROOT%")
+    assert _where(results["UPSTREAM"]["locations"][0])[:2] == ("upstream/vllm/version.py", "%SRCROOT%")
+    assert _where(results["STALE"]["relatedLocations"][0])[:2] == ("rb.yaml", "%SRCROOT%")
+    assert "originalUriBaseIds" not in log["runs"][0]
+    # A probe root given relative (`.`) is relative to where the facts were collected, which the
+    # trace does not record: its paths stay relative, for a --base that is that directory.
+    s = build_scenario(tmp_path / "relative", monkeypatch)
+    capsys.readouterr()
+    assert main(["report", str(s.out / "trace.json"), "--format", "sarif", "--base", str(s.plugin)]) == 0
+    results = {r["ruleId"].split("/")[1]: r for r in json.loads(capsys.readouterr().out)["runs"][0]["results"]}
+    assert _where(results["STALE"]["locations"][0])[:2] == ("Dockerfile", "%SRCROOT%")
+
+
+def test_flagship_final_audit_points_at_stale_mentions(tmp_path: Path) -> None:
+    """The shipped rulebook on the final-pass example, with two stale mentions of the old version."""
+    root = Path(__file__).parent.parent / "examples" / "final-pass"
+    facts = json.loads((root / "facts.json").read_text())
+    hits = [{"path": "Dockerfile", "line": 3, "column": 23, "match": "0.26.1", "groups": [],
+             "text": "RUN pip install vllm==0.26.1"},
+            {"path": "afd_plugin/compat/vllm.py", "line": 12, "column": 37, "match": "0.26.1", "groups": [],
+             "text": 'TARGET_VLLM_VERSION: Final[str] = "0.26.1"'}]
+    facts["facts"]["old_source_mentions"]["value"].update(hits=hits, total=2, files_matched=2)
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    out = tmp_path / "out"
+    code = main(["evaluate", "upgrade-gpu-version", "--mode", "final-validation", "--inputs", str(root / "inputs.yaml"),
+                 "--facts", str(tmp_path / "facts.json"), "--out", str(out), "--format", "sarif", "--no-timestamp", "-q"])
+    assert code == 1
+    log = validate((out / "report.sarif").read_text())
+    [result] = log["runs"][0]["results"]
+    assert result["ruleId"] == "upgrade-gpu-version/FINAL_AUDIT" and result["level"] == "error"
+    assert _where(result["locations"][0]) == ("Dockerfile", "%SRCROOT%", 3, 23)
+    related = [_where(r) for r in result["relatedLocations"]]
+    assert ("afd_plugin/compat/vllm.py", "%SRCROOT%", 12, 37) in related
+    assert related[0][0] == "%3Cshipped%3E/upgrade-gpu-version.yaml" and related[0][1] is None

@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        description="Check rulebook files or folders (default: rulebooks/). Prints "
                                    "`path:line:col: CODE message`; exit 0 when clean, 1 on any error.")
     p.add_argument("paths", nargs="*", default=["rulebooks"], metavar="PATH")
-    p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text",
+                   help="github: GitHub Actions workflow commands, one annotation per finding")
     p.set_defaults(func=run)
 
 
@@ -63,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         from policyrun.render.sarif import render_sarif
 
         sys.stdout.write(render_sarif(findings, tool_version=__version__))
+    elif args.format == "github":
+        from policyrun.render.github import render_lint_github
+
+        sys.stdout.write(render_lint_github(findings))
     else:
         for f in findings:
             sys.stdout.write(f.render() + "\n")
