@@ -48,7 +48,7 @@ def test_write_reports_unknown_format(tmp_path: Path) -> None:
 
 def test_split_formats() -> None:
     assert split_formats(["md, html", "md", "", "junit"]) == ["md", "html", "junit"]
-    assert set(FORMATS) == {"md", "html", "junit", "sarif", "json"}
+    assert set(FORMATS) == {"md", "html", "junit", "sarif", "json", "github"}
 
 
 def test_report_command_stdout_and_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ own: no newline reaches the log unescaped.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -44,12 +45,22 @@ def command(level: str, message: str, *, file: str | None = None, line: int = 0,
     return f"{head}::{escape_data(escape_controls(message))}"
 
 
+def _workspace_path(file: str) -> str:
+    """Annotations name files relative to the repository root, where the step runs."""
+    path = Path(file)
+    if path.is_absolute():
+        rel = os.path.relpath(path, Path.cwd())
+        if not rel.startswith(".."):
+            path = Path(rel)
+    return path.as_posix()
+
+
 def render_lint_github(findings: Iterable[Finding]) -> str:
     """One `::error`/`::warning` per lint finding, at its rulebook line."""
     lines = []
     for f in sorted(findings, key=Finding.sort_key):
         text = f"{f.message} (at {f.node})" if f.node else f.message
-        lines.append(command(f.severity, text, file=Path(f.location.file).as_posix(), line=f.location.line,
+        lines.append(command(f.severity, text, file=_workspace_path(f.location.file), line=f.location.line,
                              col=f.location.column, title=f"{f.code} {describe(f.code).short}"))
     return "".join(line + "\n" for line in lines)
 
@@ -65,12 +76,18 @@ def _annotation_at(locations: list[CodeLocation], fallback: CodeLocation | None)
     return None
 
 
-def _check_message(phase: PhaseRecord, check: CheckRecord, locations: list[CodeLocation]) -> str:
+def _label(loc: CodeLocation) -> str:
+    if loc.in_source_root:
+        return loc.text()
+    return f"{loc.text()} (in {loc.base})" if loc.base else loc.text()
+
+
+def _check_message(phase: PhaseRecord, check: CheckRecord, others: list[CodeLocation]) -> str:
     lines = [f"{phase.phase} is {phase.status}: {check.message or phase.blocker or phase.reason}",
              f"{check.kind} {check.id} ({check.result}): {check.expression}"]
-    if len(locations) > 1:
-        lines.append("also: " + ", ".join(loc.text() for loc in locations[1:10])
-                     + (f" and {len(locations) - 10} more" if len(locations) > 10 else ""))
+    if others:
+        lines.append("code: " + ", ".join(_label(loc) for loc in others[:10])
+                     + (f" and {len(others) - 10} more" if len(others) > 10 else ""))
     lines.append(f"next allowed action: {phase.next_allowed_action}")
     return "\n".join(lines)
 
@@ -95,7 +112,7 @@ def render_trace_github(trace: Trace, *, base_dir: Path | None = None) -> str:
         for check in checks:
             locations = check_locations(trace, check, resolver)
             at = _annotation_at(locations, resolver.rulebook(check.location) or resolver.rulebook(phase.location))
-            message = _check_message(phase, check, [at, *(x for x in locations if x != at)] if at else locations)
+            message = _check_message(phase, check, [x for x in locations if x != at])
             lines.append(command(level, message, file=at.path if at else None, line=at.line if at else 0,
                                  col=at.column if at else 0,
                                  title=f"{trace.rulebook.name} {phase.phase} {phase.status}: {check.id}"))
