@@ -39,6 +39,7 @@ class Claim:
     facts_sha256: str
     fail_on_warn: bool
     stale: bool  # evaluated with --allow-stale-facts (and some fact was stale)
+    source: str = "trace"  # for messages: "trace" or "statement"
 
     @classmethod
     def of_trace(cls, trace: Trace) -> Claim:
@@ -56,7 +57,7 @@ class Claim:
             if not isinstance(inputs, dict) or not isinstance(mode, str):
                 raise TypeError("inputs must be a mapping and mode a string")
             return cls(ref, mode, inputs, str(predicate["factsSha256"]), bool(predicate["failOnWarn"]),
-                       bool(predicate["staleFacts"]))
+                       bool(predicate["staleFacts"]), "statement")
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"the statement's predicate is not a policyrun verdict ({type(exc).__name__}: {exc})",
                              code="V006", location=Location(where)) from None
@@ -98,13 +99,13 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     from policyrun.inputs import select_mode
 
     if not request.facts:
-        raise UsageError("pass the facts snapshot the trace was evaluated over: --facts FILE (repeatable)",
+        raise UsageError(f"pass the facts snapshot the {claim.source} was evaluated over: --facts FILE (repeatable)",
                          code="V004")
-    rb = _load_rulebook(claim.rulebook, request.rulebook)
-    _same_rulebook(rb, claim.rulebook)
+    rb = _load_rulebook(claim, request.rulebook)
+    _same_rulebook(rb, claim)
     facts = merge_facts((str(p), load_facts(p)) for p in request.facts)
     if facts.digest() != claim.facts_sha256:
-        raise UsageError(f"the facts have sha256 {facts.digest()}, but the trace was evaluated over facts "
+        raise UsageError(f"the facts have sha256 {facts.digest()}, but the {claim.source} was evaluated over facts "
                          f"{claim.facts_sha256}; pass the snapshot it was evaluated over (facts changed after the "
                          "fact cannot confirm a verdict)", code="V003")
     mode = select_mode(rb.model, claim.mode)
@@ -112,20 +113,21 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     notes: dict[str, object] = {}
     if stale := stale_facts(rb.model, mode, inputs, facts):
         if not (claim.stale or request.allow_stale):
-            raise _stale_error(stale, rb.display, mode)
+            raise _stale_error(stale, rb.display, mode, claim.source)
         notes = {"stale_facts": stale}
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, notes=notes,
                      fail_on_warn=claim.fail_on_warn)
-    return _relocated(trace, rb, claim.rulebook)
+    return _relocated(trace, rb, claim)
 
 
-def _load_rulebook(ref: RulebookRef, given: str | None) -> LoadedRulebook:
-    """--rulebook, else the file the trace names (a shipped one by its name), else its name."""
+def _load_rulebook(claim: Claim, given: str | None) -> LoadedRulebook:
+    """--rulebook, else the file the claim names (a shipped one by its name), else its name."""
     from policyrun.engine import load_checked
     from policyrun.locate import shipped_rulebooks
 
     if given:
         return load_checked(given)
+    ref = claim.rulebook
     path = ref.path or ""
     shipped = shipped_rulebooks()
     if path.startswith("<shipped>/") and Path(path).stem in shipped:
@@ -134,25 +136,26 @@ def _load_rulebook(ref: RulebookRef, given: str | None) -> LoadedRulebook:
         return load_checked(Path(path))
     if ref.name in shipped:
         return load_checked(ref.name)
-    raise UsageError(f"the trace names rulebook {path or ref.name!r}, which is not here; pass --rulebook FILE "
+    raise UsageError(f"the {claim.source} names rulebook {path or ref.name!r}, which is not here; pass --rulebook FILE "
                      f"(the file with sha256 {ref.sha256})", code="U001")
 
 
-def _same_rulebook(rb: LoadedRulebook, ref: RulebookRef) -> None:
+def _same_rulebook(rb: LoadedRulebook, claim: Claim) -> None:
+    ref, src = claim.rulebook, claim.source
     if rb.sha256 != ref.sha256:
-        raise RulebookError(f"rulebook {rb.display} has sha256 {rb.sha256}, but the trace records {ref.sha256}; it "
-                            "is not the rulebook that produced the trace: pass that exact file with --rulebook",
+        raise RulebookError(f"rulebook {rb.display} has sha256 {rb.sha256}, but the {src} records {ref.sha256}; it "
+                            f"is not the rulebook that produced the {src}: pass that exact file with --rulebook",
                             code="V001", location=Location(rb.display))
     chain = [(c.name, c.sha256) for c in rb.chain] if len(rb.chain) > 1 else []
     recorded = [(c.name, c.sha256) for c in ref.chain]
     if chain == recorded:
         return
     if len(chain) != len(recorded):
-        raise RulebookError(f"rulebook {rb.display} is a chain of {len(chain) or 1} file(s), but the trace records "
+        raise RulebookError(f"rulebook {rb.display} is a chain of {len(chain) or 1} file(s), but the {src} records "
                             f"{len(recorded) or 1}", code="V002", location=Location(rb.display))
     for layer, (name, sha) in zip(rb.chain, recorded, strict=True):
         if (layer.name, layer.sha256) != (name, sha):
-            raise RulebookError(f"overlay layer {layer.path} ({layer.name}) has sha256 {layer.sha256}, but the trace "
+            raise RulebookError(f"overlay layer {layer.path} ({layer.name}) has sha256 {layer.sha256}, but the {src} "
                                 f"records {name} with sha256 {sha}; the base the overlay extends has changed",
                                 code="V002", location=Location(layer.path))
 
@@ -190,11 +193,11 @@ def _inputs_file(path: Path | None) -> dict[str, Any]:
     return data
 
 
-def _stale_error(stale: list[dict[str, str]], rulebook: str, mode: str) -> UsageError:
+def _stale_error(stale: list[dict[str, str]], rulebook: str, mode: str, source: str) -> UsageError:
     lines = "\n".join(f"  {s['probe']}: {s['reason']}" for s in stale[:10])
     more = f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else ""
-    return UsageError(f"the facts do not match rulebook {rulebook} in mode {mode} with the trace's inputs "
-                      f"({len(stale)} probe(s)):\n{lines}{more}\nthe trace does not record --allow-stale-facts, so "
+    return UsageError(f"the facts do not match rulebook {rulebook} in mode {mode} with the {source}'s inputs "
+                      f"({len(stale)} probe(s)):\n{lines}{more}\nthe {source} does not record --allow-stale-facts, so "
                       "`evaluate` would have refused these facts; pass --allow-stale-facts to verify anyway",
                       code="F005")
 
@@ -206,9 +209,10 @@ _LOCATED_TEXT = frozenset({"location", "message", "blocker", "blockers", "reason
 _FACT_DATA = frozenset({"reads", "value", "violations", "inputs", "vars", "provenance", "stale_facts"})
 
 
-def _relocated(trace: Trace, rb: LoadedRulebook, ref: RulebookRef) -> Reevaluation:
+def _relocated(trace: Trace, rb: LoadedRulebook, claim: Claim) -> Reevaluation:
     """The trace as if the rulebook had been read from the path the claim names. Its bytes are the
     same (checked above); only where it lies differs, and that must not read as a changed verdict."""
+    ref = claim.rulebook
     moves: dict[str, str] = {}
     if ref.path and rb.display != ref.path:
         moves[rb.display] = ref.path
@@ -217,27 +221,29 @@ def _relocated(trace: Trace, rb: LoadedRulebook, ref: RulebookRef) -> Reevaluati
                       if layer.path != rec.path})
     if not moves:
         return Reevaluation(trace, [])
-    pattern = re.compile("|".join(re.escape(old) for old in sorted(moves, key=len, reverse=True))
-                         + r"(?=:\d+:\d+)")
+    # A whole path followed by :LINE:COL, never the tail of a longer path.
+    pattern = re.compile(r"(?<![\w./\\-])(?:" + "|".join(re.escape(old) for old in sorted(moves, key=len, reverse=True))
+                         + r")(?=:\d+:\d+)")
     data = trace.model_dump(mode="json")
 
-    def move(text: str) -> str:
-        return pattern.sub(lambda m: moves[m.group()], text)
+    def text(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: moves[m.group()], value)
+        return [text(x) for x in value] if isinstance(value, list) else walk(value)
 
     def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: (v if k in _FACT_DATA else move(v) if k in _LOCATED_TEXT and isinstance(v, str)
-                        else [move(x) if isinstance(x, str) else walk(x) for x in v]
-                        if k in _LOCATED_TEXT and isinstance(v, list) else walk(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [walk(x) for x in node]
-        return node
+        if not isinstance(node, dict):
+            return node
+        return {k: v if k in _FACT_DATA else text(v) if k in _LOCATED_TEXT else walk(v) for k, v in node.items()}
 
     data = walk(data)
     data["rulebook"]["path"] = ref.path
     for layer, rec in zip(data["rulebook"]["chain"], ref.chain, strict=False):
         layer["path"] = rec.path
-    notes = [f"rulebook read from {old}; the trace names it {new} (same sha256), so locations are compared as {new}"
+    notes = [f"rulebook read from {old}; the {claim.source} names it {new} (same sha256), so locations are "
+             f"compared as {new}"
              for old, new in moves.items()]
     return Reevaluation(Trace.model_validate(data), notes)
 
