@@ -28,8 +28,8 @@ INSTALL = {
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
-                       description="Print a completion script for SHELL to stdout. Install it with:\n  "
-                                   + "\n  ".join(INSTALL.values()),
+                       description="Print a completion script for SHELL (bash, zsh or fish) to stdout.",
+                       epilog="install it with one of:\n  " + "\n  ".join(INSTALL.values()),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     p.set_defaults(func=run)

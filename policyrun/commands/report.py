@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("report", help="render a trace as md, html, junit, sarif or json",
                        description="Render TRACE (a trace.json from `policyrun evaluate`) as a Markdown "
                                    "completion report, a self-contained HTML page, JUnit XML (one testcase "
-                                   "per phase), SARIF (non-PASS phases at their rulebook lines), the trace "
+                                   "per phase), SARIF (failing phases at the code their checks read), the trace "
                                    "JSON, or an in-toto Statement (in-toto: policyrun's verdict; vsa: a SLSA "
                                    "Verification Summary), optionally in a signed DSSE envelope. Exit 0, or 3 "
                                    "on bad usage, an unreadable trace or a template error.")
