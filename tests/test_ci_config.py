@@ -158,3 +158,13 @@ def test_hooks_file_is_a_valid_pre_commit_manifest() -> None:
     clientlib = pytest.importorskip("pre_commit.clientlib", reason="pre-commit is not installed")
     manifest = clientlib.load_manifest(str(HOOKS))
     assert [h["id"] for h in manifest] == ["policyrun-lint", "policyrun-test"]
+
+
+def test_package_version_agrees_with_pyproject() -> None:
+    """docs/releasing.md: the version is bumped in both places."""
+    import tomllib
+
+    from policyrun import __version__
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == __version__
