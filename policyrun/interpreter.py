@@ -66,6 +66,7 @@ class CheckOutcome:
     facts: list[str]
     message: str | None
     error: bool = False  # an evaluation error (not a missing fact): never tolerated as UNKNOWN
+    deliberate: bool = False  # the expression called unknown('why'): UNKNOWN by the rulebook's own decision
 
 
 @dataclass
@@ -531,7 +532,7 @@ def _run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | 
         if missing and outcome.kind in ("missing_key", "error"):
             return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing))
         message, error = _failure(ctx, key, outcome)
-        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
+        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error, deliberate=outcome.kind == "unknown")
     if not isinstance(outcome.value, bool):
         return CheckOutcome("UNKNOWN", reads, fact_ids,
                             f"evaluation error: condition produced {type(outcome.value).__name__}, not a bool",
@@ -595,9 +596,12 @@ def _summarise(value: Any) -> Any:
 
 def _record(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,
             loc_key: str) -> Rec:
-    return {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
-            "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,
-            "location": ctx.locations.get(loc_key)}
+    rec = {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
+           "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,
+           "location": ctx.locations.get(loc_key)}
+    if outcome.result == "UNKNOWN":
+        rec["unknown"] = "deliberate" if outcome.deliberate else ("error" if outcome.error else "missing")
+    return rec
 
 
 # --- after all phases -------------------------------------------------------------------------

@@ -108,7 +108,9 @@ class Coverage:
                 else:
                     key = f"{phase.phase}/{chk.kind}/{chk.id}"
                 if key in self.seen:
-                    self.seen[key].add(chk.result)
+                    # A deliberate unknown('why') is the check's "not satisfied" side (`x || unknown(...)`
+                    # is never false by design).
+                    self.seen[key].add("DELIBERATE_UNKNOWN" if chk.unknown == "deliberate" else chk.result)
         for d in trace.derived:
             key = f"derive/{d.id}"
             if key in self.seen:
@@ -120,11 +122,12 @@ class Coverage:
 
     def covered(self, key: str) -> bool:
         """A condition is covered when the suite made it both true and false (NOT_APPLICABLE counts
-        as false for evidence guarded by applies_when); a derived value when some case computed it."""
+        as false for evidence guarded by applies_when, and so does a deliberate `unknown('why')`); a derived
+        value when some case computed it."""
         got = self.seen[key]
         if key.startswith("derive/"):
             return "COMPUTED" in got
-        return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE"})
+        return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE", "DELIBERATE_UNKNOWN"})
 
     @property
     def percent(self) -> float:

@@ -53,6 +53,9 @@ class CheckRecord:
     message: str | None = Field(default=None, description="For people: the blocker this check imposes, or why its "
                                                           "result is UNKNOWN.")
     violations: Any = Field(default=None, description="The evidence's `violations` list (summarised when large).")
+    unknown: Literal["missing", "deliberate", "error"] | None = Field(
+        default=None, description="Why an UNKNOWN result is unknown: a missing fact or value, the rulebook's own "
+                                  "unknown('why'), or an evaluation error.")
     waiver: dict[str, Any] | None = Field(default=None, description="The waiver that kept this failing check from "
                                                                     "imposing a status (owner, reason, expires, ticket, "
                                                                     "source): WAIVED.")
