@@ -190,3 +190,13 @@ def test_rulebook_templates_resolve_relative_to_rulebook(tmp_path: Path) -> None
                                                              "templates": {"html": "t/b.html.j2"}}})
     assert rulebook_templates(model, tmp_path / "rb.yaml") == {"html": tmp_path / "t/b.html.j2",
                                                                  "md": tmp_path / "t/a.md.j2"}
+
+
+def test_report_uses_the_rulebooks_own_template_when_the_rulebook_is_unchanged(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --format md` of a flagship trace renders what `evaluate --format md` wrote."""
+    from policyrun.cli import main
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "planning-pass" / "expected"
+    assert main(["report", str(root / "trace.json"), "--format", "md"]) == 0
+    assert capsys.readouterr().out == (root / "report.md").read_text()

@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
                          "and vsa", code="R004")
     else:
-        text = render(trace, args.format, template=args.template, context=load_context(args.context), base=args.base)
+        template = args.template or _rulebook_template(trace, args.format)
+        text = render(trace, args.format, template=template, context=load_context(args.context), base=args.base)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
@@ -98,3 +99,26 @@ def run(args: argparse.Namespace) -> int:
 
     write_file(Path(args.output), text, code="R005", fix="choose another -o path")
     return 0
+
+
+def _rulebook_template(trace: Any, fmt: str) -> Path | None:
+    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses),
+    when that rulebook is found with the very bytes the trace names; else the built-in one."""
+    if fmt not in ("md", "html") or not trace.rulebook.path:
+        return None
+    from policyrun.errors import PolicyrunError
+    from policyrun.locate import shipped_dir
+    from policyrun.render import rulebook_templates
+    from policyrun.rulebook import load_rulebook
+
+    recorded = trace.rulebook.path
+    path = shipped_dir() / recorded.removeprefix("<shipped>/") if recorded.startswith("<shipped>/") else Path(recorded)
+    try:
+        rb = load_rulebook(path)
+        if rb.sha256 != trace.rulebook.sha256:
+            sys.stderr.write(terminal_text(f"policyrun: note: {recorded} has changed since the trace was written; "
+                                           "using the built-in template (pass --template to choose)") + "\n")
+            return None
+        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt)
+    except (PolicyrunError, OSError):
+        return None
