@@ -281,6 +281,23 @@ def test_sites_rows_and_violations_are_locations() -> None:
                     ("afd/a.py", "%SRCROOT%", 3, 0)]
 
 
+def test_paths_in_facts_that_are_not_about_code_are_not_locations() -> None:
+    """An installed package's folder (`python.stack`), a path inside an attestation document: not
+    code a finding is about. A violation that names `path:line` still is."""
+    check = CheckRecord(id="stack", kind="evidence", expression="e", result="UNSATISFIED", outcome="BLOCKED",
+                        reads=[Read(path="facts.stack.torch", value={"path": "/opt/venv/site-packages/torch"}),
+                               Read(path="facts.plan.document", value={"stages": [{"file": "afd/x.py", "line": 3}]})],
+                        facts=["stack", "plan"], violations=["afd/worker.py:7 is not staged"])
+    prov = {"stack": Provenance(probe="stack", kind="python.stack", params={"python": "/opt/venv/bin/python"}),
+            "plan": Provenance(probe="plan", kind="attestation", params={"path": "evidence/plan.yaml"})}
+    result = validate(trace_to_sarif(_trace([check], prov), tool_version="0"))["runs"][0]["results"][0]
+    code = [_where(result["locations"][0])] + [_where(r) for r in result["relatedLocations"]]
+    assert ("afd/worker.py", "%SRCROOT%", 7, 0) == code[0]
+    assert ("evidence/plan.yaml", "%SRCROOT%", 0, 0) in code
+    assert not any("site-packages" in c[0] or c[0] == "afd/x.py" for c in code)
+    assert result["properties"]["code_locations"] == 2
+
+
 def test_base_makes_locations_relative_and_other_repositories_get_their_own_base() -> None:
     check = CheckRecord(id="clean", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
                         reads=[Read(path="facts.s.hits", value=_hits(1)), Read(path="facts.u.hits", value=_hits(1))],

@@ -31,6 +31,12 @@ _MAX_NODES = 5000  # values visited per read: a large fact costs a bounded walk
 # Probe kinds whose rows name files relative to where the run happened (pytest's working
 # directory, the evidence folder), not to a probe root.
 _FILE_KINDS = frozenset({"tests.junit", "attestation", "file.read", "results"})
+# Kinds whose facts name places in source trees. Other facts may hold paths too (an installed
+# package's directory in `python.stack`, keys of an attestation document) that are not code a
+# finding is about, so their values are not searched.
+_LOCATION_KINDS = frozenset({"search.regex", "search.literal", "git.diff", "python.imports", "python.constants",
+                             "python.symbols", "markers", "docs.claims", "pins.package", "pins.constant",
+                             "tests.junit"})
 _SITE_KEYS = frozenset({"site", "sites", "source", "sources", "location", "locations"})
 # `path:line` with a file name that has an extension, e.g. `afd_plugin/compat/vllm.py:12`.
 _SITE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9_]*):([1-9][0-9]*)(?::([1-9][0-9]*))?(?![\w/])")
@@ -86,8 +92,8 @@ class Resolver:
         if prov.kind in _FILE_KINDS:
             return None, repo
         root = prov.params.get("root")
-        if not isinstance(root, str) and prov.kind.startswith("git."):
-            root = prov.params.get("path")
+        if prov.kind.startswith("git.") or prov.kind == "python.symbols":
+            root = repo if prov.kind.startswith("git.") and repo else prov.params.get("path")
         if not isinstance(root, str):
             root = repo
         return root, repo
@@ -261,16 +267,24 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
             out.add(resolver.resolve(raw, root, repo))
 
     if check.violations is not None:
+        # Violations are what the rulebook itself names as the offenders: `path:line` strings in them
+        # are taken whatever the facts' kinds; structured ones are searched like facts.
+        located = any((prov := trace.provenance.get(p)) is not None and prov.kind in _LOCATION_KINDS
+                      for p in check.facts)
         items = check.violations if isinstance(check.violations, list) else [check.violations]
         for item in items:
             where = f"violation of {check.id}"
-            found = _sites(item, where) if isinstance(item, str) else _walk(item, "", where, [_MAX_NODES])
-            add(found, list(check.facts))
+            if isinstance(item, str):
+                add(_sites(item, where), list(check.facts))
+            elif located:
+                add(_walk(item, "", where, [_MAX_NODES]), list(check.facts))
     for read in check.reads:
         if read.missing or read.value is None:
             continue
-        add(_walk(read.value, read.path.rsplit(".", 1)[-1], f"{read.path}, read by {check.id}", [_MAX_NODES]),
-            _candidates(trace, read.path, list(check.facts)))
+        probes = _candidates(trace, read.path, list(check.facts))
+        if not any((prov := trace.provenance.get(p)) is not None and prov.kind in _LOCATION_KINDS for p in probes):
+            continue
+        add(_walk(read.value, read.path.rsplit(".", 1)[-1], f"{read.path}, read by {check.id}", [_MAX_NODES]), probes)
     for probe in check.facts:  # a file the check's facts came from (an attestation, a JUnit report)
         prov = trace.provenance.get(probe)
         if prov is not None and prov.kind in _FILE_KINDS:
