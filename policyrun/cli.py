@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("policyrun.commands.lint", "check rulebooks for errors, with file:line:col"),
     "test": ("policyrun.commands.test", "run a rulebook's own test cases, with coverage"),
     "explain": ("policyrun.commands.explain", "explain why each phase of a trace got its status"),
-    "report": ("policyrun.commands.report", "render a trace as md, html, junit, sarif or json"),
+    "report": ("policyrun.commands.report", "render a trace: md, html, junit, sarif, json, github, in-toto, vsa"),
     "diff": ("policyrun.commands.diff", "compare two traces: changed statuses and checks"),
     "verify": ("policyrun.commands.verify", "re-evaluate a trace or check a signed attestation"),
     "probes": ("policyrun.commands.probes", "list probe kinds, their parameters and facts"),

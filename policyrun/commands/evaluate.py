@@ -20,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--out", type=Path, default=Path(".policyrun"), metavar="DIR",
                    help="where trace.json (and --format reports) go (default: .policyrun/)")
     p.add_argument("--format", default="", metavar="FMT[,FMT]",
-                   help="also write reports: md, html, junit, sarif, json, or a report the rulebook "
-                        "declares under report.templates")
+                   help="also write reports: md, html, junit, sarif, json, github (workflow annotations), or a "
+                        "report the rulebook declares under report.templates")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")

@@ -11,7 +11,7 @@ from policyrun.errors import PolicyrunError, UsageError, terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="render a trace as md, html, junit, sarif or json",
+    p = sub.add_parser("report", help="render a trace: md, html, junit, sarif, json, github, in-toto, vsa",
                        description="Render TRACE (a trace.json from `policyrun evaluate`) as a Markdown "
                                    "completion report, a self-contained HTML page, JUnit XML (one testcase "
                                    "per phase), SARIF (failing phases at the code their checks read), the trace "
