@@ -121,3 +121,24 @@ def test_lint_checks_waivers_against_the_rulebook(tmp_path: Path, capsys: pytest
     out = capsys.readouterr().out
     assert f"{w}:3:5: W002 phase A has no evidence or stop condition 'unit_pased'; did you mean 'unit_passed'?" in out
     assert f"{w}:10:5: W003 waiver for A.unit_passed expired on 2020-01-01" in out
+
+
+def test_the_flagship_never_waives_a_gpu_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unexplained E2E skip stays a FAIL under a waiver: final validation waives no GPU gate."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)  # the example's inputs name paths relative to the repository
+    w = tmp_path / "waivers.yaml"
+    w.write_text("policyrun_waivers: 1\nwaivers:\n  - rulebook: upgrade-gpu-version\n    phase: GPU_BASIC_E2E_GATE\n"
+                 "    check: skips_documented\n    reason: the connector test is flaky\n    owner: ada@example.com\n"
+                 "    expires: 2027-01-31\n")
+    folder = "examples/final-unexplained-skip"
+    code = main(["evaluate", "upgrade-gpu-version", "--mode", "final-validation", "--inputs", f"{folder}/inputs.yaml",
+                 "--facts", f"{folder}/facts.json", "--out", str(tmp_path / "o"), "--waivers", str(w),
+                 "--as-of", "2027-01-01", "-q"])
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    gate = next(p for p in trace["phases"] if p["phase"] == "GPU_BASIC_E2E_GATE")
+    assert code == 1 and gate["status"] == "FAIL"
+    [warning] = trace["waivers"]["warnings"]
+    assert "phase GPU_BASIC_E2E_GATE cannot be waived in mode final-validation" in warning
+    assert "cannot be waived" in capsys.readouterr().err
