@@ -9,10 +9,11 @@ and evidence check, which results the suite made it take.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from policyrun.errors import RulebookError, UsageError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts, merge_facts
@@ -41,6 +42,10 @@ class Expect(BaseModel):
     checks: dict[str, str] = Field(default_factory=dict,
                                    description="`PHASE.check_id` → result (SATISFIED, UNSATISFIED, UNKNOWN, ...).")
     derived: dict[str, Any] = Field(default_factory=dict, description="Derived id → its exact value.")
+    waived: list[str] = Field(default_factory=list,
+                              description="`PHASE.check_id`s a waiver applied to (the case's `waivers` file).")
+    waiver_warnings: list[str] = Field(default_factory=list,
+                                       description="Texts, each contained in some waiver warning (no effect).")
 
 
 class Case(BaseModel):
@@ -52,7 +57,16 @@ class Case(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict,
                                   description="Inline facts by probe id; `{__error__: code}` for a failed probe.")
     facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file.")
+    waivers: str | None = Field(default=None, description="A waivers file, relative to the test file.")
+    as_of: date | None = Field(default=None, description="The date waivers are checked against (required with "
+                                                         "`waivers`, so the case does not change with the calendar).")
     expect: Expect
+
+    @model_validator(mode="after")
+    def _dated(self) -> Case:
+        if self.waivers is not None and self.as_of is None:
+            raise ValueError("a case with `waivers` needs `as_of: YYYY-MM-DD`")
+        return self
 
 
 class Suite(BaseModel):
@@ -176,6 +190,7 @@ def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
 def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
     from policyrun.engine import evaluate, load_checked
     from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.waivers import Waivers, load_waivers
 
     suite = load_suite(path)
     base = path.parent
@@ -192,10 +207,14 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
             facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)
+            waivers = None
+            if case.waivers is not None:
+                listed, sources = load_waivers(base / case.waivers)
+                waivers = Waivers(listed, sources, as_of=case.as_of)
         except UsageError as exc:
             results.append(CaseResult(path, case, None, [f"cannot run: {exc.render()}"]))
             continue
-        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False)
+        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, waivers=waivers)
         coverage.record(trace)
         results.append(CaseResult(path, case, trace, _compare(case.expect, trace)))
     return results
@@ -240,6 +259,14 @@ def _compare(expect: Expect, trace: Trace) -> list[str]:
         if got is None or got.error is not None or got.value != value:
             failures.append(f"derived.{did}: expected {value!r}, got "
                             f"{(got.error or got.value) if got else 'no such derived value'!r}")
+    for ref in expect.waived:
+        chk = _check(by_id, ref)
+        if chk is None or chk.waiver is None:
+            failures.append(f"{ref}: expected a waiver to apply, got {'no such check' if chk is None else 'none'}")
+    warnings = (trace.waivers or {}).get("warnings", [])
+    for text in expect.waiver_warnings:
+        if not any(text in w for w in warnings):
+            failures.append(f"waivers: expected a warning containing {text!r}, got {warnings!r}")
     if expect.verdict_summary is not None and expect.verdict_summary not in trace.verdict.summary:
         failures.append(f"verdict summary: expected it to contain {expect.verdict_summary!r}, "
                         f"got {trace.verdict.summary!r}")
