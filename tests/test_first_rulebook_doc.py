@@ -1,0 +1,92 @@
+"""docs/first-rulebook.md stays true: its rulebook fragments are part of the finished files in
+examples/first-rulebook/, its first rulebook lints clean, its test suite and waivers file are
+valid, and the outputs it shows are what the commands print."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policyrun.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "first-rulebook.md").read_text()
+EXAMPLE = ROOT / "examples" / "first-rulebook"
+BLOCKS = re.findall(r"```yaml\n(.*?)```", DOC, re.S)
+
+
+def _subset(part: Any, whole: Any, where: str) -> None:
+    """`part` is contained in `whole`: mappings key by key, lists of `id`ed items by id."""
+    if isinstance(part, dict):
+        assert isinstance(whole, dict), where
+        for key, value in part.items():
+            assert key in whole, f"{where}.{key} is not in the finished file"
+            _subset(value, whole[key], f"{where}.{key}")
+    elif isinstance(part, list) and part and all(isinstance(i, dict) and "id" in i for i in part):
+        by_id = {i["id"]: i for i in whole}
+        for item in part:
+            assert item["id"] in by_id, f"{where}: no item {item['id']!r} in the finished file"
+            _subset(item, by_id[item["id"]], f"{where}[{item['id']}]")
+    else:
+        assert part == whole, f"{where}: the doc says {part!r}, the finished file {whole!r}"
+
+
+@pytest.mark.parametrize("name", ["e2e-gate.yaml", "team-b.yaml"])
+def test_fragments_are_part_of_the_finished_file(name: str) -> None:
+    whole = yaml.safe_load((EXAMPLE / name).read_text())
+    fragments = [b for b in BLOCKS if b.startswith(f"# {name}\n")]
+    assert fragments, f"the doc shows no fragment of {name}"
+    for block in fragments:
+        _subset(yaml.safe_load(block), whole, name)
+
+
+def test_the_first_rulebook_lints_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [first] = [b for b in BLOCKS if b.startswith("policyrun: 1\nname: e2e-gate\n")]
+    (tmp_path / "e2e-gate.yaml").write_text(first)
+    assert main(["lint", str(tmp_path / "e2e-gate.yaml")]) == 0
+    (tmp_path / "e2e-gate.yaml").write_text(first.replace("facts.pytest_cli.ok", "facts.pytest_cli.okay"))
+    assert main(["lint", str(tmp_path / "e2e-gate.yaml")]) == 1
+    assert "L028 facts.pytest_cli has no field 'okay'; did you mean 'ok'?" in capsys.readouterr().out
+
+
+def test_the_test_case_shown_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [suite] = [b for b in BLOCKS if b.startswith("policyrun_test: 1\n")]
+    for name in ("e2e-gate.yaml", "laptop.facts.json"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    (tmp_path / "doc.test.yaml").write_text(suite)
+    assert main(["test", str(tmp_path / "doc.test.yaml")]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_the_waivers_file_shown_is_the_shipped_one() -> None:
+    [shown] = [b for b in BLOCKS if b.startswith("policyrun_waivers: 1\n")]
+    assert yaml.safe_load(shown) == yaml.safe_load((EXAMPLE / "waivers.yaml").read_text())
+
+
+@pytest.mark.parametrize("mode, extra, line", [
+    ("preflight", [], "verdict: incomplete — BACKEND is BLOCKED: tier single needs 1 GPU(s); NVML does not answer "
+                      "(nvml.library_not_found) (exit 2)"),
+    ("preflight", [], "MODELS   WARN     HF_HUB_OFFLINE is not 1: a model missing at run time would be"),
+    ("review", [], "MODELS   SKIPPED  gated by BACKEND=BLOCKED"),
+])
+def test_the_outputs_shown_are_printed(mode: str, extra: list[str], line: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLE / "runner")
+    monkeypatch.setenv("COLUMNS", "160")
+    assert line in DOC
+    code = main(["evaluate", "../e2e-gate.yaml", "--mode", mode, "--facts", "../laptop.facts.json",
+                 "--out", str(tmp_path), *extra])
+    assert code == 2
+    assert line in capsys.readouterr().out
+
+
+def test_eval_prints_the_unexplained_skip(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLE / "runner")
+    assert main(["eval", "derived.unexplained_skips.map(s, s.id)", "--rulebook", "../e2e-gate.yaml",
+                 "--mode", "review", "--facts", "../laptop.facts.json"]) == 0
+    assert capsys.readouterr().out == '[\n  "tests.e2e.test_parallel::test_prefix_cache[Qwen3-0.6B]"\n]\n'
