@@ -339,19 +339,19 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
             worst = (SEVERITY[status], rec, ev.next)
+    waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
+    # A waiver is named in the phase's reason whatever the status, so no report can hide it.
+    waived_note = f"; WAIVED: {', '.join(waived)}" if waived else ""
     if worst is not None:
         status = worst[1]["outcome"]
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
-        return record(status, f"evidence {', '.join(failing)}", checks, worst[1]["message"],
+        return record(status, f"evidence {', '.join(failing)}{waived_note}", checks, worst[1]["message"],
                       _check_next(ctx, worst[2]))
     unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]
                and not c.get("waiver")]
-    waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
     reason = "all evidence satisfied" if not unknown else \
         f"evidence satisfied; UNKNOWN allowed in mode {ctx.mode}: {', '.join(unknown)}"
-    if waived:
-        reason += f"; WAIVED: {', '.join(waived)}"
-    return record("PASS", reason, checks)
+    return record("PASS", reason + waived_note, checks)
 
 
 def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: Rec) -> bool:

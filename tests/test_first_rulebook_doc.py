@@ -68,20 +68,28 @@ def test_the_waivers_file_shown_is_the_shipped_one() -> None:
     assert yaml.safe_load(shown) == yaml.safe_load((EXAMPLE / "waivers.yaml").read_text())
 
 
-@pytest.mark.parametrize("mode, extra, line", [
-    ("preflight", [], "verdict: incomplete — BACKEND is BLOCKED: tier single needs 1 GPU(s); NVML does not answer "
+@pytest.mark.parametrize("mode, extra, exit_code, line", [
+    ("preflight", [], 2, "verdict: incomplete — BACKEND is BLOCKED: tier single needs 1 GPU(s); NVML does not answer "
                       "(nvml.library_not_found) (exit 2)"),
-    ("preflight", [], "MODELS   WARN     HF_HUB_OFFLINE is not 1: a model missing at run time would be"),
-    ("review", [], "MODELS   SKIPPED  gated by BACKEND=BLOCKED"),
+    ("preflight", [], 2, "MODELS   WARN     HF_HUB_OFFLINE is not 1: a model missing at run time would be"),
+    ("review", [], 2, "MODELS   SKIPPED  gated by BACKEND=BLOCKED"),
+    # The H200 runner's facts (real, from bench/device_first_rulebook.sh).
+    ("preflight@h200", [], 0, "verdict: ready — runner ready: cuda backend, 1 GPU(s) (exit 0)"),
+    ("review@h200", [], 1, "verdict: incomplete — RESULTS is FAIL: skipped without a documented reason: "
+                        "tests.e2e.test_parallel::test_prefix_cache[Qwen3-0.6B] (flaky on this runner, skipping for "
+                        "now) (exit 1)"),
+    ("review@h200", ["--waivers", "../waivers.yaml", "--as-of", "2027-01-15"], 0,
+     "RESULTS  WARN    3 of 6 tests skipped    none: mode review is complete (after reading its warnings)"),
 ])
-def test_the_outputs_shown_are_printed(mode: str, extra: list[str], line: str, tmp_path: Path,
+def test_the_outputs_shown_are_printed(mode: str, extra: list[str], exit_code: int, line: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(EXAMPLE / "runner")
     monkeypatch.setenv("COLUMNS", "160")
     assert line in DOC
-    code = main(["evaluate", "../e2e-gate.yaml", "--mode", mode, "--facts", "../laptop.facts.json",
+    mode, _, machine = mode.partition("@")
+    code = main(["evaluate", "../e2e-gate.yaml", "--mode", mode, "--facts", f"../{machine or 'laptop'}.facts.json",
                  "--out", str(tmp_path), *extra])
-    assert code == 2
+    assert code == exit_code
     assert line in capsys.readouterr().out
 
 

@@ -142,3 +142,13 @@ def test_the_flagship_never_waives_a_gpu_gate(tmp_path: Path, capsys: pytest.Cap
     [warning] = trace["waivers"]["warnings"]
     assert "phase GPU_BASIC_E2E_GATE cannot be waived in mode final-validation" in warning
     assert "cannot be waived" in capsys.readouterr().err
+
+
+def test_a_waiver_is_named_even_when_another_check_decides_the_phase(tmp_path: Path) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER)
+    rb.write_text(RULEBOOK.replace('      - {id: lint_clean, check: "true"}',
+                                   '      - {id: lint_clean, check: "false", on_fail: WARN, message: "3 lint warnings"}'))
+    code, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2027-01-01")
+    a = trace["phases"][0]
+    assert a["status"] == "WARN" and a["blocker"] == "3 lint warnings"
+    assert a["reason"] == "evidence lint_clean UNSATISFIED; WAIVED: unit_passed (ada@example.com, until 2027-01-31)"
