@@ -208,7 +208,7 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)
             waivers = None
-            if case.waivers is not None:
+            if case.waivers is not None and case.as_of is not None:  # the model requires both together
                 listed, sources = load_waivers(base / case.waivers)
                 waivers = Waivers(listed, sources, as_of=case.as_of)
         except UsageError as exc:
