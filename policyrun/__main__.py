@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from policyrun.cli import main
+from policyrun.cli import entry
 
-raise SystemExit(main())
+entry()

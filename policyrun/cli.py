@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 FAIL, 2 BLOCKED/STOPPED, 3 rulebook/input/usage error, 4 int
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -103,3 +104,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"policyrun: internal error: {type(exc).__name__}: {exc} (details in {log}; "
                          "rerun with --debug to see the traceback)\n")
         return EXIT_INTERNAL
+
+
+def entry() -> NoReturn:
+    """The `policyrun` console script and `python -m policyrun`: `main`, then a prompt exit.
+
+    Probes build large graphs of small objects that are not garbage (the ASTs of hundreds of
+    upstream modules, facts with tens of thousands of rows). With the default thresholds the cyclic
+    collector rescans them many times while they grow, and at interpreter shutdown tearing them down
+    object by object took longer than collecting the facts (on the real afd-plugin planning audit:
+    5.2 s wall, of which collection was 3.1 s; 2.7 s with both changes). So the collector runs less
+    often, and once every output file is closed and the streams are flushed, the process ends with
+    os._exit. Nothing is left to run at exit: files are written atomically and closed before `main`
+    returns, temporary folders are removed by their context managers, and child processes (git
+    cat-file) end on the EOF of their closed pipes.
+    """
+    gc.set_threshold(50_000, 20, 20)
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError, OSError):  # a reader that went away, or a closed stream
+            pass
+    os._exit(code)

@@ -8,13 +8,13 @@ dependants' — the interpreter treats those as missing, so they can never yield
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -306,6 +306,21 @@ def _error_fact(pid: str, spec: ProbeSpec, code: str, message: str, params: Mapp
     return Fact(error=err, provenance=Provenance(probe=pid, kind=spec.uses, params=dict(params), error=err))
 
 
+def _chain_lengths(dependants: Mapping[str, list[str]]) -> dict[str, int]:
+    """For each probe, the number of probes on the longest chain that waits for it (0: none)."""
+    memo: dict[str, int] = {}
+
+    def length(pid: str) -> int:
+        if pid not in memo:
+            memo[pid] = 0  # the plan is acyclic; this only guards the recursion
+            memo[pid] = max((1 + length(d) for d in dependants[pid]), default=0)
+        return memo[pid]
+
+    for pid in dependants:
+        length(pid)
+    return memo
+
+
 class _Collection:
     """The state of one `collect()` call."""
 
@@ -328,25 +343,40 @@ class _Collection:
         for pid, ds in the_plan.deps.items():
             for d in ds:
                 dependants[d].append(pid)
-        queue = deque(pid for pid in the_plan.probes if not waiting[pid])
+        # Probes are Python work under one interpreter lock more than they are waiting: run as many
+        # at once as there are cores to use (plus the ones waiting on subprocesses), and among the
+        # ready ones start those with the longest chain of probes behind them first, so a long
+        # dependency chain (identity -> resolved revision -> import resolution) is not starved by
+        # probes nothing waits for.
+        order = {pid: i for i, pid in enumerate(the_plan.probes)}
+        depth = _chain_lengths(dependants)
+        ready: list[tuple[int, int, str]] = []
+        for pid in the_plan.probes:
+            if not waiting[pid]:
+                heapq.heappush(ready, (-depth[pid], order[pid], pid))
         running: dict[Future[Fact], str] = {}
-        pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_WORKERS, len(the_plan.probes))),
-                                  thread_name_prefix="policyrun-collect")
+        workers = max(1, min(MAX_WORKERS, len(the_plan.probes)))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyrun-collect")
         self.progress.begin(len(the_plan.probes))
+
+        def release(pids: list[str]) -> None:
+            for d in pids:
+                heapq.heappush(ready, (-depth[d], order[d], d))
+
         try:
-            while queue or running:
-                while queue:
-                    pid = queue.popleft()
+            while ready or running:
+                while ready and len(running) < workers:
+                    pid = heapq.heappop(ready)[2]
                     job = self.prepare(pid, the_plan)
                     if isinstance(job, Fact):
-                        queue.extend(self.record(pid, job, waiting, dependants))
+                        release(self.record(pid, job, waiting, dependants))
                     else:
                         self.progress.started(pid)
                         running[pool.submit(self.execute, pid, the_plan.probes[pid], job)] = pid
                 if running:
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in sorted(done, key=lambda f: running[f]):
-                        queue.extend(self.record(running.pop(future), future.result(), waiting, dependants))
+                        release(self.record(running.pop(future), future.result(), waiting, dependants))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self.progress.end()

@@ -258,3 +258,32 @@ def test_inputs_from_the_environment_enum_and_warn_exit(tmp_path: Path, monkeypa
     assert run("evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o")) == 3
     assert "input 'backend' must be one of cuda, rocm, got 'cdua'; did you mean 'cuda'? (from environment " \
            "variable DEMO_BACKEND)" in capsys.readouterr().err
+
+
+def test_the_console_entry_flushes_and_survives_a_closed_pipe(tmp_path: Path) -> None:
+    """`python -m policyrun` ends with os._exit after flushing: every byte is written, the exit code
+    kept, and a reader that stops early (`| head -1`) gets no traceback."""
+    full = subprocess.run([sys.executable, "-m", "policyrun", "probes"], capture_output=True, text=True)
+    assert full.returncode == 0 and full.stderr == ""
+    assert full.stdout == _probes_output()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policyrun: 1\nname: x\nmodes: {m: {phases: [P]}}\nphases: [{id: P, evidence: [{id: e, check: 'facts.nope'}]}]\n")
+    lint = subprocess.run([sys.executable, "-m", "policyrun", "lint", str(bad)], capture_output=True, text=True)
+    assert lint.returncode == 1 and "L003" in lint.stdout
+    proc = subprocess.Popen([sys.executable, "-m", "policyrun", "probes", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away with most of the 180 KB unread
+    assert proc.wait(timeout=60) in (0, -13)  # exits (or SIGPIPE where Python leaves it at default)
+    assert b"Traceback" not in proc.stderr.read()
+
+
+def _probes_output() -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["probes"]) == 0
+    return out.getvalue()

@@ -91,6 +91,26 @@ def test_dependants_wait_for_the_facts_they_read(tmp_path: Path) -> None:
     assert facts["b"].provenance.params == {"value": "abc-x"}  # parameters after interpolation
 
 
+def test_the_head_of_the_longest_chain_starts_first(fake: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one worker, the ready probe that the most probes wait on (in a chain) runs before probes
+    nothing waits for, whatever the declaration order."""
+    import policyrun.collect as collect_module
+
+    monkeypatch.setattr(collect_module, "MAX_WORKERS", 1)
+    started: list[str] = []
+    fake("test.log", lambda p: started.append(p["name"]) or p["name"])
+    facts = run(rulebook({
+        "leaf1": {"uses": "test.log", "with": {"name": "leaf1"}},
+        "leaf2": {"uses": "test.log", "with": {"name": "leaf2"}},
+        "head": {"uses": "test.log", "with": {"name": "head"}},
+        "middle": {"uses": "test.log", "with": {"name": "middle-${facts.head}"}},
+        "tail": {"uses": "test.log", "with": {"name": "tail-${facts.middle}"}},
+    }), tmp_path)
+    assert started[0] == "head" and started[1] == "middle-head"
+    assert facts["tail"].value == "tail-middle-head" and sorted(started[2:]) == ["leaf1", "leaf2", "tail-middle-head"]
+
+
 def test_a_failed_probe_fails_only_its_dependants(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     snap = collect(rulebook({
