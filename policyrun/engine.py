@@ -77,7 +77,10 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
                       if len(rb.chain) > 1 else [])
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
-    facts.values()  # computed before the guard forks, so the evaluation child only reads it
+    # Computed before the guard forks and cached on the snapshot, so every evaluation child reads
+    # them instead of computing them again (and losing the result when it exits).
+    facts.values()
+    facts.digest()
     records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
                                                    rulebook_ref=ref, locations=locations, generated_at=stamp,
                                                    notes=notes, fail_on_warn=fail_on_warn, waivers=waivers))

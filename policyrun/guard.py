@@ -14,6 +14,7 @@ by the runtime's iteration budget and the function library's size limits.
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import pickle
@@ -99,7 +100,14 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
              limit_mem: int) -> tuple[str, Any] | tuple[str, str, str]:
     shared = mmap.mmap(-1, _HEADER.size + 4 + _KEY_BYTES)
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    # Frozen objects are skipped by the cyclic collector, so the child's collections do not write to
+    # (and so copy) every page of the facts and the rulebook it shares with the parent.
+    gc.freeze()
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            gc.unfreeze()
     if pid == 0:  # the child: evaluate, send the result, exit without running parent cleanups
         os.close(read_fd)
         status = 0
