@@ -103,10 +103,11 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
     # Frozen objects are skipped by the cyclic collector, so the child's collections do not write to
     # (and so copy) every page of the facts and the rulebook it shares with the parent.
     gc.freeze()
+    pid = -1
     try:
         pid = os.fork()
     finally:
-        if pid != 0:
+        if pid != 0:  # the parent (or a fork that failed) collects its own objects again
             gc.unfreeze()
     if pid == 0:  # the child: evaluate, send the result, exit without running parent cleanups
         os.close(read_fd)
