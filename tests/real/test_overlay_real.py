@@ -13,19 +13,8 @@ import pytest
 from policyrun.cli import main
 from tests.real.conftest import copy_repo, git
 
-OVERLAY = """\
-policyrun: 1
-name: other-plugin-upgrade
-extends: upgrade-gpu-version
-vars:
-  version_constant_names: [PLUGIN_VLLM_VERSION]
-  patch_marker_start: '^#\\s*>>>\\s*AFD-PATCH\\b:?\\s*(?P<label>.*?)\\s*$'
-  patch_marker_end: '^#\\s*<<<\\s*AFD-PATCH\\b:?\\s*(?P<label>.*?)\\s*$'
-  patch_fields:
-    reason: '^#\\s*Why:\\s*(.*)'
-    functionality: '^#\\s*What:\\s*(.*)'
-    upstream: '^#\\s*Upstream(?: source)?:\\s*(.*)'
-"""
+# The shipped example overlay (examples/flagship-overlay/), run as a user would run it.
+OVERLAY = Path(__file__).resolve().parents[2] / "examples" / "flagship-overlay" / "other-plugin-upgrade.yaml"
 
 
 def _renamed(afd: Path, dest: Path) -> Path:
@@ -55,8 +44,7 @@ def _evaluate(repo: Path, vllm: Path, rulebook: str, out: Path, monkeypatch: pyt
 def test_overlay_adapts_the_flagship(afd_repo: Path, vllm_repo: Path, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     repo = _renamed(afd_repo, tmp_path / "other")
-    overlay = tmp_path / "other-plugin-upgrade.yaml"
-    overlay.write_text(OVERLAY)
+    overlay = OVERLAY
     shipped = _evaluate(repo, vllm_repo, "upgrade-gpu-version", tmp_path / "o1", monkeypatch)
     inventory = {p["phase"]: p for p in shipped["phases"]}["INVENTORY_AFD_CONTRACTS"]
     assert inventory["status"] == "FAIL"  # no constant, no runtime check under the shipped conventions
