@@ -166,14 +166,15 @@ class ChildResult:
     stderr: bytes
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group (a child started with its own session), if anything is left in it."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _exited(proc: subprocess.Popen[bytes]) -> bool:
+def exited(proc: subprocess.Popen[bytes]) -> bool:
     """Whether the child has exited; without reaping it where the OS allows (its pid then keeps
     naming the process group until policyrun has killed what is left in it)."""
     waitid = getattr(os, "waitid", None)
@@ -201,7 +202,7 @@ def run_child(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str], t
         except subprocess.TimeoutExpired:
             raise ChildTimeout from None
     finally:
-        _kill_group(proc.pid)  # whatever the child left running in its group goes too
+        kill_group(proc.pid)  # whatever the child left running in its group goes too
         proc.wait()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
@@ -231,8 +232,8 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float, m
             if remaining <= 0:
                 raise ChildTimeout
             events = sel.select(min(remaining, 0.2))
-            if not events and grace is None and _exited(proc):
-                _kill_group(proc.pid)  # the child is gone; a grandchild still holds the pipes
+            if not events and grace is None and exited(proc):
+                kill_group(proc.pid)  # the child is gone; a grandchild still holds the pipes
                 grace = time.monotonic() + 1.0
             for key, _ in events:
                 fd = int(key.fd)

@@ -35,7 +35,7 @@ from typing import Any
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.bounded import display_path
+from policyrun.probes.bounded import display_path, exited, kill_group
 from policyrun.probes.python_stack import _TOKEN_PREFIX
 
 # --- command ------------------------------------------------------------------------------------
@@ -203,27 +203,6 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-# The process-group handling follows `bounded.run_child` (own session, group killed at the deadline
-# and after the program exits); it is not shared because run_child keeps whole outputs.
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _exited(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the program has exited, without reaping it where the OS allows (its pid then keeps
-    naming the process group until what is left in it has been killed)."""
-    waitid = getattr(os, "waitid", None)
-    if waitid is None:  # macOS before Python 3.13
-        return proc.poll() is not None
-    try:
-        return waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
 def _pump(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float,
           captures: Mapping[int, _Capture]) -> bool:
     """Feed stdin and read both pipes until they close; False when the deadline passed first."""
@@ -243,8 +222,8 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float,
             if deadline - now <= 0:
                 return False
             events = sel.select(min(deadline - now, 0.2))
-            if not events and grace is None and _exited(proc):
-                _kill_group(proc.pid)  # the program is gone; something it started still holds the pipes
+            if not events and grace is None and exited(proc):
+                kill_group(proc.pid)  # the program is gone; something it started still holds the pipes
                 grace = time.monotonic() + 1.0
             for key, _ in events:
                 fd = int(key.fd)
@@ -284,7 +263,7 @@ def _run_captured(exe: str, argv: list[str], *, cwd: str, env: Mapping[str, str]
             except subprocess.TimeoutExpired:
                 finished = False
     finally:
-        _kill_group(proc.pid)  # at the deadline, and whatever the program left running in its group
+        kill_group(proc.pid)  # at the deadline, and whatever the program left running in its group
         proc.wait()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:

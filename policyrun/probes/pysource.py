@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import IO, Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.bounded import _kill_group
+from policyrun.probes.bounded import kill_group
 from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_repo, resolve_commits
 from policyrun.probes.search import PathFilter, walk_files
 
@@ -133,7 +133,7 @@ class BlobReader:
         except OSError as exc:
             raise ProbeError("git.not_installed", f"cannot run git: {exc.strerror}; install git or put it on PATH",
                              commands=self.repo.commands) from None
-        self.timer = threading.Timer(remaining, _kill_group, args=(proc.pid,))
+        self.timer = threading.Timer(remaining, kill_group, args=(proc.pid,))
         self.timer.daemon = True
         self.timer.start()
         self.proc = proc
@@ -178,7 +178,7 @@ class BlobReader:
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                _kill_group(self.proc.pid)
+                kill_group(self.proc.pid)
                 self.proc.wait()
             if self.proc.stdout:
                 self.proc.stdout.close()
