@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from policyrun.errors import Finding, Location, RulebookError, UsageError
-from policyrun.locate import display_name, resolve_ref, shipped_dir, shipped_rulebooks
+from policyrun.errors import Finding, Location, RulebookError
+from policyrun.locate import display_name, resolve_ref
 from policyrun.model import Rulebook
 from policyrun.overlay import Layer, load_layered
 from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text

@@ -28,7 +28,7 @@ from policyrun.probes.python_stack import PythonStackProbe
 from policyrun.probes.registry import get
 from policyrun.probes.toolchain import ToolchainProbe
 from tests.fakes import stack_site
-from tests.gitfixtures import BASE_ENV, GitRepo, git_dir_files, init_repo, run_probe
+from tests.gitfixtures import BASE_ENV, GitRepo, git_dir_files, init_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -268,6 +268,22 @@ def _git_executable() -> str:
     return str(Git.GIT_PYTHON_GIT_EXECUTABLE or shutil.which("git") or "git")
 
 
+def open_root(root_param: str, rev: str | None, ctx: ProbeContext, *,
+              what: str = "root") -> tuple[Path, GitRepo | None]:
+    """A probe's source root (an existing directory) and the repository holding it; None for a
+    plain folder, which is only readable as it is on disk (so an error when `rev` is asked for).
+    `what` names the parameter in the error."""
+    root = ctx.resolve(root_param).resolve()
+    if not root.is_dir():
+        raise ProbeError("file.not_found", f"{what} {root} is not a directory; check the {what} parameter")
+    try:
+        return root, open_repo(str(root), ctx)
+    except ProbeError as exc:
+        if exc.code != "git.not_a_repository" or rev:
+            raise
+        return root, None
+
+
 def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     """Find the repository containing `path` (like git does, searching parent directories).
 

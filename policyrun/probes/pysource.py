@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.bounded import kill_group
-from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_repo, resolve_commits
+from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_root, resolve_commits
 from policyrun.probes.search import PathFilter, walk_files
 
 # ast.parse warns about invalid escape sequences (a SyntaxWarning on stderr from 3.12); upstream
@@ -250,15 +250,7 @@ class SourceTree:
 
 def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str = "root") -> SourceTree:
     """The tree at `root_param` (a directory), at `rev` when given. `what` names the parameter in errors."""
-    root = ctx.resolve(root_param).resolve()
-    if not root.is_dir():
-        raise ProbeError("file.not_found", f"{root} is not a directory; check the {what} parameter")
-    try:
-        repo: GitRepo | None = open_repo(str(root), ctx)
-    except ProbeError as exc:
-        if exc.code != "git.not_a_repository" or rev:
-            raise
-        repo = None
+    root, repo = open_root(root_param, rev, ctx, what=what)
     deadline = time.monotonic() + ctx.timeout_s
     if repo is None:
         paths = [rel for rel, _ in walk_files(root, PathFilter([], []))]

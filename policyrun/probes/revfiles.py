@@ -22,7 +22,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.bounded import Skipped, display_path, read_beneath
-from policyrun.probes.git import GitRepo, open_repo, resolve_commits, rev_param
+from policyrun.probes.git import GitRepo, open_root, resolve_commits, rev_param
 from policyrun.probes.search import PathFilter
 from policyrun.probes.search import _walk as walk_entries
 
@@ -73,20 +73,12 @@ def _text(data: bytes) -> str | None:
 
 def read_tree(params: Mapping[str, Any], ctx: ProbeContext, default_include: list[str]) -> TreeFiles:
     """The text files under `params.root` that `include`/`exclude` keep, at `params.rev` if given."""
-    root = ctx.resolve(params.get("root", ".")).resolve()
-    if not root.is_dir():
-        raise ProbeError("file.not_found", f"root {root} is not a directory; check the root parameter")
     rev = params.get("rev")
     if rev and params.get("untracked"):
         raise ProbeError("params.invalid", "`untracked` applies to the working tree; drop it or `rev`")
+    root, repo = open_root(params.get("root", "."), rev, ctx)
     include = as_list(params["include"]) if "include" in params else default_include
     keep = PathFilter(include, as_list(params.get("exclude")))
-    try:
-        repo: GitRepo | None = open_repo(str(root), ctx)
-    except ProbeError as exc:
-        if exc.code != "git.not_a_repository" or rev:
-            raise
-        repo = None
     out = TreeFiles(root=root, rev=rev, rev_sha=None)
     if repo is None:
         readable = []

@@ -25,7 +25,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import Skipped, display_path, read_beneath
-from policyrun.probes.git import GitRepo, open_repo, resolve_commits, rev_param
+from policyrun.probes.git import GitRepo, open_root, resolve_commits, rev_param
 
 MAX_TEXT = 500  # a hit keeps at most this many characters of its line (minified files)
 MAX_FILE_BYTES = 8 * 1024 * 1024  # default per-file cap; a larger file is listed in `skipped`
@@ -339,19 +339,11 @@ class SearchProbe:
         deadline = time.monotonic() + ctx.timeout_s
         literal = self.literal or bool(params.get("literal"))
         matcher = _compile(params["pattern"], literal, bool(params.get("ignore_case")), params.get("group"))
-        root = ctx.resolve(params.get("root", ".")).resolve()
-        if not root.is_dir():
-            raise ProbeError("file.not_found", f"search root {root} is not a directory; check the root parameter")
         rev = params.get("rev")
         if rev and params.get("untracked"):
             raise ProbeError("params.invalid", "`untracked` applies to the working tree; drop it or `rev`")
+        root, repo = open_root(params.get("root", "."), rev, ctx)
         keep = PathFilter(_as_list(params.get("include")), _as_list(params.get("exclude")))
-        try:
-            repo: GitRepo | None = open_repo(str(root), ctx)
-        except ProbeError as exc:
-            if exc.code != "git.not_a_repository" or rev:
-                raise
-            repo = None
         summary = Summary(params.get("max_hits", 1000))
         limit = params.get("max_file_bytes", MAX_FILE_BYTES)
         rev_sha = None
