@@ -37,6 +37,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import display_path, exited, kill_group
 from policyrun.probes.python_stack import _TOKEN_PREFIX
+from policyrun.probes.search import glob_source
 
 # --- command ------------------------------------------------------------------------------------
 
@@ -465,29 +466,7 @@ def _inside(path: str, root: str) -> bool:
 def _list_regex(glob: str) -> Any:
     """A glob anchored at the listed directory, as RE2: unlike search's gitignore-style globs, `*`
     lists that directory only and a match does not cover what is below it."""
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := glob.find("]", i + 2)) > 0:
-            body = glob[i + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re2.escape(glob[i]))
-            i += 1
-    return _compile_re2("".join(out), "list", "path.bad_glob")
+    return _compile_re2(glob_source(glob), "list", "path.bad_glob")
 
 
 def _walk(top: str, max_depth: int | None) -> Iterator[str]:

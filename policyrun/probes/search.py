@@ -46,6 +46,34 @@ def _re2_error(exc: Exception) -> str:
     return why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
 
 
+def glob_source(glob: str) -> str:
+    """The RE2 source for a glob matched against a whole '/'-separated path: `*` and `?` within a
+    segment, `**` across segments, `[...]` (`[!...]` negated) a character class."""
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and (end := glob.find("]", i + 2)) > 0:
+            body = glob[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re2.escape(glob[i]))
+            i += 1
+    return "".join(out)
+
+
 def glob_regex(glob: str) -> Any:
     """A git-style glob as an RE2 regex over root-relative paths (paths come from the repository).
 
@@ -53,33 +81,11 @@ def glob_regex(glob: str) -> Any:
     any depth (like .gitignore), and matching a directory covers everything below it.
     """
     g = glob[1:] if glob.startswith("/") else glob if "/" in glob else f"**/{glob}"
-    out: list[str] = []
-    i = 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif g[i] == "[" and (end := g.find("]", i + 2)) > 0:
-            body = g[i + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re2.escape(g[i]))
-            i += 1
     options = re2.Options()
     options.log_errors = False
     options.dot_nl = True  # a file name may hold a newline
     try:
-        return re2.compile("".join(out).rstrip("/") + "(?:/.*)?", options)
+        return re2.compile(glob_source(g).rstrip("/") + "(?:/.*)?", options)
     except re2.error as exc:
         raise ProbeError("params.invalid", f"glob {glob!r} is not valid: {_re2_error(exc)}") from None
 
