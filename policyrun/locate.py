@@ -37,12 +37,20 @@ def resolve_ref(ref: str | None) -> Path:
     path = Path(ref)
     if path.is_file():
         return path
+    found = shipped_or_hint(ref)
+    if isinstance(found, Path):
+        return found
+    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{found}", code="U001")
+
+
+def shipped_or_hint(name: str) -> Path | str:
+    """The shipped rulebook called `name`, or the end of an error message saying what is shipped
+    (a did-you-mean when a name is close)."""
     shipped = shipped_rulebooks()
-    if ref in shipped:
-        return shipped[ref]
-    hint = difflib.get_close_matches(ref, list(shipped), n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
-    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{extra}", code="U001")
+    if name in shipped:
+        return shipped[name]
+    hint = difflib.get_close_matches(name, list(shipped), n=1)
+    return f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
 
 
 def display_name(path: Path) -> str:

@@ -150,20 +150,16 @@ def load_layered(path: Path, display: str, data: dict[str, Any], smap: SourceMap
 
 
 def _resolve(overlay: Path, ref: str, where: Location) -> Path:
-    from policyrun.locate import shipped_rulebooks
+    from policyrun.locate import shipped_or_hint
 
     candidate = (overlay.parent / ref)
     if candidate.is_file():
         return candidate
-    shipped = shipped_rulebooks()
-    if ref in shipped:
-        return shipped[ref]
-    import difflib
-
-    hint = difflib.get_close_matches(ref, list(shipped), n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
+    found = shipped_or_hint(ref)
+    if isinstance(found, Path):
+        return found
     raise RulebookError(f"`extends: {ref}` is neither a file (relative to this rulebook) nor a shipped rulebook"
-                        f"{extra}", code="O001", location=where)
+                        f"{found}", code="O001", location=where)
 
 
 def _merge(base: _Doc, over: dict[str, Any], smap: SourceMap) -> _Doc:

@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # lint's start-up imports nothing it can avoid (docs/lint.md)
+    from policyrun.errors import Finding
 
 
 def _paths(args: list[str]) -> list[Path]:
@@ -38,12 +42,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def lint_paths(paths: list[str]) -> tuple[list[Path], list[Finding]]:
+    """The files PATHs name (folders searched, shipped names resolved) and their findings, sorted.
+    Shared by the command and the MCP tool."""
     from policyrun import lintcache
     from policyrun.errors import Finding
 
     findings: list[Finding] = []
-    files = _paths(args.paths)
+    files = _paths(paths)
     for path in files:
         # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
         cached = lintcache.lookup(path)
@@ -52,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
             cached = lint_file(path)
         findings.extend(cached)
-    findings = sorted(set(findings), key=Finding.sort_key)
+    return files, sorted(set(findings), key=Finding.sort_key)
+
+
+def run(args: argparse.Namespace) -> int:
+    files, findings = lint_paths(args.paths)
     errors = sum(f.severity == "error" for f in findings)
     if args.format == "json":
         json.dump([{"code": f.code, "severity": f.severity, "message": f.message, "file": f.location.file,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from policyrun.errors import EXIT_INTERNAL, EXIT_OK, Finding, PolicyrunError, UsageError
+from policyrun.errors import EXIT_INTERNAL, EXIT_OK, PolicyrunError, UsageError
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
                                    FactErrorOut, FactsUsed, FieldOut, FindingOut, LintResult, NextAction,
                                    NextActionsResult, ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult,
@@ -50,19 +50,9 @@ def answer(result_type: type[R], body: Callable[[], R]) -> R:
 
 def lint(paths: list[str]) -> LintResult:
     def body() -> LintResult:
-        from policyrun import lintcache
-        from policyrun.commands.lint import _paths  # the CLI's rule for folders and shipped names
+        from policyrun.commands.lint import lint_paths  # the CLI's rule for folders and shipped names
 
-        files = _paths(paths)
-        found: list[Finding] = []
-        for path in files:
-            cached = lintcache.lookup(path)
-            if cached is None:
-                from policyrun.lint import lint_file
-
-                cached = lint_file(path)
-            found.extend(cached)
-        findings = sorted(set(found), key=Finding.sort_key)
+        files, findings = lint_paths(paths)
         errors = sum(f.severity == "error" for f in findings)
         return LintResult(exit_code=1 if errors else EXIT_OK, files=[str(f) for f in files], errors=errors,
                           warnings=len(findings) - errors, findings=[FindingOut.of(f) for f in findings])
