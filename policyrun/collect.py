@@ -306,19 +306,20 @@ def _error_fact(pid: str, spec: ProbeSpec, code: str, message: str, params: Mapp
     return Fact(error=err, provenance=Provenance(probe=pid, kind=spec.uses, params=dict(params), error=err))
 
 
-def _chain_lengths(dependants: Mapping[str, list[str]]) -> dict[str, int]:
-    """For each probe, the number of probes on the longest chain that waits for it (0: none)."""
-    memo: dict[str, int] = {}
-
-    def length(pid: str) -> int:
-        if pid not in memo:
-            memo[pid] = 0  # the plan is acyclic; this only guards the recursion
-            memo[pid] = max((1 + length(d) for d in dependants[pid]), default=0)
-        return memo[pid]
-
-    for pid in dependants:
-        length(pid)
-    return memo
+def _chain_lengths(deps: Mapping[str, frozenset[str]], dependants: Mapping[str, list[str]]) -> dict[str, int]:
+    """For each probe, the number of probes on the longest chain that waits for it (0: none).
+    Computed sinks first, without recursion (a plan may be a chain of thousands of probes)."""
+    remaining = {pid: len(ds) for pid, ds in dependants.items()}
+    length = dict.fromkeys(dependants, 0)
+    ready = [pid for pid, n in remaining.items() if n == 0]
+    while ready:
+        pid = ready.pop()
+        for upstream in deps[pid]:
+            length[upstream] = max(length[upstream], length[pid] + 1)
+            remaining[upstream] -= 1
+            if remaining[upstream] == 0:
+                ready.append(upstream)
+    return length
 
 
 class _Collection:
@@ -349,7 +350,7 @@ class _Collection:
         # dependency chain (identity -> resolved revision -> import resolution) is not starved by
         # probes nothing waits for.
         order = {pid: i for i, pid in enumerate(the_plan.probes)}
-        depth = _chain_lengths(dependants)
+        depth = _chain_lengths(the_plan.deps, dependants)
         ready: list[tuple[int, int, str]] = []
         for pid in the_plan.probes:
             if not waiting[pid]:

@@ -322,3 +322,11 @@ def test_a_parameter_from_an_unset_input_names_the_input(tmp_path: Path) -> None
     fact = run(rb, tmp_path, inputs={"afd_base": None})["base"]
     assert code(fact) == "params.missing_input"
     assert message(fact) == "parameter 'ancestor' comes from input 'afd_base', which is not set; pass --set afd_base=..."
+
+
+def test_a_long_chain_of_probes_is_scheduled_without_recursion(tmp_path: Path) -> None:
+    """Priorities come from the longest chain behind each probe; a plan that is one chain of 3,000
+    probes (deeper than Python's recursion limit) collects."""
+    probes = {"p0": const(0)} | {f"p{i}": const(f"${{facts.p{i - 1} + 1}}") for i in range(1, 3000)}
+    facts = run(rulebook(probes), tmp_path)
+    assert facts["p2999"].value == 2999
