@@ -78,3 +78,18 @@ def test_the_facts_agree_with_nvidia_smi() -> None:
     assert f"{device['memory_total'] // 2**20}MiB" in smi.replace(" ", "") or \
         f"{device['memory_total'] // 2**20 - 1}MiB" in smi.replace(" ", "")  # nvidia-smi rounds down one MiB
     assert "No running processes found" in smi and gpu["processes"] == []
+
+
+def test_the_overlay_in_the_docs_lints_and_takes_effect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/preflight.md adapts the rulebook with an overlay: it lints clean, and its extra module
+    changes what the `modules` probe must collect, so the node's snapshot is refused (F005)."""
+    import re
+
+    doc = (ROOT / "docs" / "preflight.md").read_text()
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if b.startswith("# preflight-70b.yaml\n")]
+    overlay = tmp_path / "preflight-70b.yaml"
+    overlay.write_text(block)
+    assert main(["lint", str(overlay)]) == 0
+    assert main(["evaluate", str(overlay), "--mode", "inventory", "--facts", str(EXAMPLE / "inventory-facts.json"),
+                 "--out", str(tmp_path / "o"), "-q"]) == 3
+    assert "modules: collected with other parameters" in capsys.readouterr().err
