@@ -546,16 +546,17 @@ _FACT_DEPTH = 120
 
 def _depth(value: Any, limit: int = _FACT_DEPTH + 1) -> int:
     """How deep a JSON value nests (stopping once past `limit`), without recursion."""
-    deepest, stack = 0, [(value, 1)]
+    deepest, stack = 1, [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        deepest = max(deepest, depth)
         if depth > limit:
             return depth
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        if children:
+            deepest = max(deepest, depth + 1)  # a scalar inside counts as a level, as in the facts file
+        for child in children:  # only containers go on the stack: facts hold far more scalars
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
     return deepest
 
 

@@ -108,6 +108,15 @@ def test_not_a_repository(tmp_path: Path) -> None:
     assert error("git.repo", tmp_path / "missing").code == "git.not_a_repository"
 
 
+def test_no_git_on_path_is_git_not_installed(repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    err = error("git.repo", repo.path)
+    assert err.code == "git.not_installed"
+    assert "cannot run git" in err.message and "install git or put it on PATH" in err.message
+
+
 def test_inherited_git_dir_does_not_redirect_probes(repo: GitRepo, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     other = init_repo(tmp_path / "other")

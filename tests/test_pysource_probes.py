@@ -779,3 +779,46 @@ def test_facts_read_by_a_rulebook(plugin: GitRepo, upstream: GitRepo, tmp_path: 
     assert rc == 0, results
     assert trace["phases"][0]["status"] == "PASS"
     assert len(results) == 7 and set(results.values()) == {"SATISFIED"}
+
+
+# --- the shared memo ----------------------------------------------------------------------------
+
+def test_memo_computes_once_for_probes_asking_at_the_same_time() -> None:
+    import threading
+
+    from policyrun.probes.pysource import memo
+
+    calls: list[int] = []
+    release = threading.Event()
+
+    def slow() -> str:
+        calls.append(1)
+        release.wait(5)
+        return "tree"
+
+    data = b"x = 1  # test_memo_computes_once\n"
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(memo("test", data, "m.py", slow))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    while not calls:  # the first asker is computing; the others must wait for it
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.1)
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert results == ["tree"] * 4 and len(calls) == 1
+    assert memo("test", data, "other.py", lambda: "another path is another module") == "another path is another module"
+
+
+def test_memo_recomputes_when_the_first_computation_fails() -> None:
+    from policyrun.probes.pysource import memo
+
+    data = b"y = 2  # test_memo_recomputes\n"
+
+    def boom() -> str:
+        raise RuntimeError("first try fails")
+
+    with pytest.raises(RuntimeError):
+        memo("test", data, "m.py", boom)
+    assert memo("test", data, "m.py", lambda: "second try") == "second try"

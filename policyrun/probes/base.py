@@ -5,7 +5,7 @@ side effects it may have, a description of the facts it produces, and a `run` me
 are listed in `policyrun.probes.registry`; third parties register kinds through the entry-point
 group `policyrun.probes` (the entry point loads to a probe object or a zero-argument factory).
 
-Probe modules must import heavy libraries (GitPython, NVML) inside `run`, never at module top
+Probe modules must import heavy libraries (NVML, Jinja2) inside `run`, never at module top
 level: `policyrun lint` loads the registry to validate parameters and must stay fast.
 """
 

@@ -47,6 +47,8 @@ def child_env(env: Mapping[str, str], **extra: str) -> dict[str, str]:
 
 def display_path(raw: bytes | str) -> str:
     """A file name as JSON-safe text: bytes that are not UTF-8 are written `\\xNN`."""
+    if isinstance(raw, str) and raw.isascii():  # nearly every path: already what the decode would give
+        return raw
     data = os.fsencode(raw) if isinstance(raw, str) else raw
     return data.decode("utf-8", "backslashreplace")
 

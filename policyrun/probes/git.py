@@ -171,7 +171,7 @@ class GitRepo:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise self.timeout(shown)
-        argv = [_git_executable(), *READ_ONLY_CONFIG, *args]
+        argv = [git_executable(), *READ_ONLY_CONFIG, *args]
         try:
             if self.split_index and (reads_index or (args and args[0] in INDEX_COMMANDS)):
                 with self._index_overlay() as env:
@@ -260,12 +260,10 @@ class _IndexOverlay:
             self.tmp.cleanup()
 
 
-def _git_executable() -> str:
-    try:
-        from git import Git  # GitPython found (and checked) the git executable when it was imported
-    except ImportError as exc:  # GitPython refuses to import when it cannot run `git --version`
-        raise ProbeError("git.not_installed", f"cannot use git: {exc}; install git or put it on PATH") from None
-    return str(Git.GIT_PYTHON_GIT_EXECUTABLE or shutil.which("git") or "git")
+def git_executable() -> str:
+    """The git program on PATH. Not finding it is not an error here: running it then fails with
+    OSError, which each caller reports as `git.not_installed`."""
+    return shutil.which("git") or "git"
 
 
 def open_root(root_param: str, rev: str | None, ctx: ProbeContext, *,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.linescan import LineScan
 from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
 
@@ -171,6 +172,13 @@ class _Patterns:
     comment: Regex
     symbols: Regex
     section: Regex
+    # The same patterns scanning a file's lines at once (see linescan).
+    scans: dict[str, LineScan] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.scans = {"comment": LineScan(self.comment), "start": LineScan(self.start), "end": LineScan(self.end),
+                      "field_break": LineScan(self.field_break),
+                      **{f"field:{name}": LineScan(regex) for name, regex in self.fields.items()}}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> _Patterns:
@@ -213,26 +221,43 @@ class _Python:
 
 
 def _python(text: str, path: str) -> _Python | None:
-    from policyrun.probes.pysource import parse_source
+    """Scopes, string-literal lines and docstring of a Python file; None when it does not parse.
+    Remembered per content, so the probes reading the same file at HEAD and in the working tree
+    walk it once."""
+    from policyrun.probes.pysource import memo, parse_source
 
-    tree = parse_source(text.encode("utf-8", "surrogateescape"), path)
-    if not isinstance(tree, ast.Module):
-        return None
+    data = text.encode("utf-8", "surrogateescape")
+
+    def compute() -> _Python | None:
+        tree = parse_source(data, path)
+        return _walk_python(tree) if isinstance(tree, ast.Module) else None
+    return memo("markers.python", data, path, compute)
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _walk_python(tree: ast.Module) -> _Python:
     out = _Python(docstring=ast.get_docstring(tree, clean=True))
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(child, _SCOPES):
                 qual = f"{prefix}{child.name}"
                 first = min([child.lineno] + [d.lineno for d in child.decorator_list])
                 out.scopes.append(_Scope(first, child.lineno, child.end_lineno or child.lineno, qual))
                 visit(child, qual + (".<locals>." if not isinstance(child, ast.ClassDef) else "."))
-            else:
-                if isinstance(child, (ast.Constant, ast.JoinedStr)) and child.end_lineno and \
-                        child.end_lineno > child.lineno and (isinstance(child, ast.JoinedStr) or
-                                                             isinstance(child.value, (str, bytes))):
-                    out.in_strings.update(range(child.lineno + 1, child.end_lineno + 1))
-                visit(child, prefix)
+                continue
+            end = getattr(child, "end_lineno", None)
+            if end is not None and end == getattr(child, "lineno", None):
+                # One line holds no multi-line string and no def or class (a compound statement
+                # cannot follow another on its line): nothing below it matters. Most nodes are
+                # such, and walking them was most of this probe's time.
+                continue
+            if isinstance(child, (ast.Constant, ast.JoinedStr)) and end and end > child.lineno and \
+                    (isinstance(child, ast.JoinedStr) or isinstance(child.value, (str, bytes))):
+                out.in_strings.update(range(child.lineno + 1, end + 1))
+            visit(child, prefix)
 
     visit(tree, "")
     return out
@@ -251,8 +276,10 @@ class _File:
         self.pats = pats
         self.lines = text.split("\n")
         self.stripped = {n: ln.strip() for n, ln in enumerate(self.lines, 1)}
-        self.comments = {n for n, s in self.stripped.items() if s and pats.comment.search(s)}
+        filled = [n for n, s in self.stripped.items() if s]
+        self.comments = {filled[i] for i in pats.scans["comment"].matching([self.stripped[n] for n in filled])}
         self.markers: dict[int, tuple[str, str | None]] = {}  # line → (start|end, label)
+        self._field_lines: dict[str, set[int]] | None = None  # scan name → comment lines it matches
         self._find_markers()
         # Parsing tells string literals from comments and names the enclosing functions, and it is
         # most of the cost: a file with no marker candidate (strings can only remove markers) is
@@ -267,12 +294,25 @@ class _File:
     def _find_markers(self) -> None:
         pats = self.pats
         self.markers = {}
-        for n in sorted(self.comments):
-            s = self.stripped[n]
+        lines = sorted(self.comments)
+        texts = [self.stripped[n] for n in lines]
+        starts = pats.scans["start"].matching(texts)
+        ends = pats.scans["end"].matching(texts)
+        for i in sorted(set(starts) | set(ends)):
+            s = texts[i]
             if (m := pats.start.search(s)) is not None:
-                self.markers[n] = ("start", _label(m, pats.start))
+                self.markers[lines[i]] = ("start", _label(m, pats.start))
             elif (m := pats.end.search(s)) is not None:
-                self.markers[n] = ("end", _label(m, pats.end))
+                self.markers[lines[i]] = ("end", _label(m, pats.end))
+
+    def _matches(self, scan: str) -> set[int]:
+        """The comment lines a field or field_break pattern matches (scanned once per file)."""
+        if self._field_lines is None:
+            lines = sorted(self.comments)
+            texts = [self.stripped[n] for n in lines]
+            self._field_lines = {name: {lines[i] for i in sc.matching(texts)}
+                                 for name, sc in self.pats.scans.items() if name.startswith("field")}
+        return self._field_lines[scan]
 
     def block_above(self, line: int) -> list[int]:
         """The contiguous comment lines ending right above `line` (marker lines end it)."""
@@ -291,12 +331,12 @@ class _File:
         current: list[str] | None = None
         for n in block:
             s = self.stripped[n]
-            hit = next(((name, m) for name, regex in self.pats.fields.items() if (m := regex.search(s)) is not None),
-                       None)
+            hit = next(((name, m) for name, regex in self.pats.fields.items()
+                        if n in self._matches(f"field:{name}") and (m := regex.search(s)) is not None), None)
             if hit is not None:
                 current = [(hit[1].group(1) or "").strip()]
                 values.setdefault(hit[0], []).append(current)
-            elif current is not None and (body := self._body(s)) and not self.pats.field_break.search(s):
+            elif current is not None and (body := self._body(s)) and n not in self._matches("field_break"):
                 current.append(body)
             else:
                 current = None

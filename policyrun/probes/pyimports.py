@@ -12,7 +12,7 @@ from typing import Any
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ModuleNamer, ParseError, SourceTree, absolute_module,
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ParseError, SourceTree, absolute_module, namer_for,
                                        as_list, gc_paused, object_schema, open_tree, relative_text, schema_list)
 from policyrun.probes.search import PathFilter
 
@@ -272,7 +272,7 @@ class ImportsProbe:
 
 def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, Any]:
     keep = PathFilter(as_list(params.get("include")) or ["**/*.py"], as_list(params.get("exclude")))
-    namer = ModuleNamer(as_list(params.get("source_roots")) or ["."], tree.paths)
+    namer = namer_for(tree, as_list(params.get("source_roots")) or ["."])
     packages = set(params.get("packages") or [])
     rows: list[ImportRow] = []
     errors: list[ParseError] = []

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from policyrun.probes.pysource import ModuleNamer, ParseError, SourceTree, absolute_module
+from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, namer_for
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
 # takes two); 16 leaves room for deep facades while keeping a pathological chain cheap.
@@ -120,7 +120,7 @@ class Resolver:
 
     def __init__(self, tree: SourceTree, source_roots: list[str], cache: dict[str, ModuleInfo] | None = None) -> None:
         self.tree = tree
-        self.namer = ModuleNamer(source_roots, tree.paths)
+        self.namer = namer_for(tree, source_roots)
         self.cache = cache if cache is not None else {}
         self.errors: dict[str, ParseError] = {}
         self.memo: dict[tuple[str, str | None], Target] = {}

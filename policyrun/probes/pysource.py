@@ -13,22 +13,23 @@ import ast
 import hashlib
 import gc
 import os
+import shlex
 import stat
 import subprocess
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from collections import OrderedDict
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.bounded import kill_group
-from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, open_root, resolve_commits
+from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
 from policyrun.probes.search import PathFilter, walk_files
 
 # ast.parse warns about invalid escape sequences (a SyntaxWarning on stderr from 3.12); upstream
@@ -51,29 +52,57 @@ class ParseError:
         return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
 
 
-# Parsed modules by (content hash, path), shared by every probe of a collection: the inventory,
-# identity and impact probes read the same plugin files (at HEAD and in the working tree, which
-# are usually identical), and parsing is most of their cost. Consumers never modify the trees.
-_PARSED: OrderedDict[tuple[str, str], ast.Module | ParseError] = OrderedDict()
-_PARSED_LOCK = threading.Lock()
-_PARSED_MAX = 4096
+# Parsed modules and what probes compute from them, by (what, content hash, path), shared by every
+# probe of a collection: the inventory, identity and impact probes read the same plugin files (at
+# HEAD and in the working tree, which are usually identical), and parsing and walking the trees
+# is most of their cost. Consumers never modify what they get.
+_MEMO: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+_MEMO_MAX = 8192
+T = TypeVar("T")
+
+
+_COMPUTING: dict[tuple[str, str, str], threading.Event] = {}
+
+
+def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
+    """compute(), remembered for this file content at this path (LRU, shared across probes).
+
+    Probes run at the same time ask for the same files (the constants probes at HEAD and in the
+    working tree start together): one computes, the others wait for its result instead of doing
+    the same work beside it under the one interpreter lock."""
+    key = (what, hashlib.sha1(data).hexdigest(), rel)
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            hit: T = _MEMO[key]
+            return hit
+        running = _COMPUTING.get(key)
+        if running is None:
+            _COMPUTING[key] = threading.Event()
+    if running is not None:
+        running.wait()
+        with _MEMO_LOCK:
+            if key in _MEMO:
+                done: T = _MEMO[key]
+                return done
+        return compute()  # the other computation failed (or was evicted already): do it here
+    try:
+        result = compute()
+        with _MEMO_LOCK:
+            _MEMO[key] = result
+            while len(_MEMO) > _MEMO_MAX:
+                _MEMO.popitem(last=False)
+    finally:
+        with _MEMO_LOCK:
+            _COMPUTING.pop(key).set()
+    return result
 
 
 def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
     """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
     Results are cached by content, so the same file parsed by several probes is parsed once."""
-    key = (hashlib.sha1(data).hexdigest(), rel)
-    with _PARSED_LOCK:
-        hit = _PARSED.get(key)
-        if hit is not None:
-            _PARSED.move_to_end(key)
-            return hit
-    result = _parse(data, rel)
-    with _PARSED_LOCK:
-        _PARSED[key] = result
-        while len(_PARSED) > _PARSED_MAX:
-            _PARSED.popitem(last=False)
-    return result
+    return memo("ast", data, rel, lambda: _parse(data, rel))
 
 
 def _parse(data: bytes, rel: str) -> ast.Module | ParseError:
@@ -118,8 +147,6 @@ class BlobReader:
         self.shown = ""
 
     def _start(self) -> subprocess.Popen[bytes]:
-        from git import Git
-
         self.shown = f"git -C {self.repo.root} cat-file --batch"
         self.repo.commands.append(self.shown)
         remaining = self.repo.deadline - time.monotonic()
@@ -127,7 +154,7 @@ class BlobReader:
             raise self.repo.timeout(self.shown)
         try:
             # Its own process group, so the deadline kills whatever git started with it too.
-            proc = subprocess.Popen([Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *READ_ONLY_CONFIG, "cat-file", "--batch"],
+            proc = subprocess.Popen([git_executable(), *READ_ONLY_CONFIG, "cat-file", "--batch"],
                                     cwd=self.repo.root, env=self.repo.env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
@@ -208,6 +235,7 @@ class SourceTree:
     reader: BlobReader | None = None
     deadline: float = 0.0
     timeout_s: float = 0.0
+    listing: tuple[str, str, str] | None = None  # (repository, commit, prefix) of a revision's listing
 
     def key(self, rel: str) -> str:
         """What identifies the content: the blob sha at a revision (shared by unchanged files)."""
@@ -234,7 +262,7 @@ class SourceTree:
         return data, parse_source(data, rel)
 
     def select(self, keep: PathFilter) -> list[str]:
-        return [p for p in self.paths if keep(p)]
+        return keep.select(self.paths)
 
     def where(self) -> str:
         return f"{self.root} at {self.rev}" if self.rev else str(self.root)
@@ -261,7 +289,33 @@ def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str 
         return SourceTree(root, None, None, repo, paths, deadline=deadline, timeout_s=ctx.timeout_s)
     (sha,) = resolve_commits(repo, [rev])
     prefix = "" if root == repo.root else root.relative_to(repo.root).as_posix() + "/"
-    listing = repo.run(["ls-tree", "-r", "-z", "-l", "--full-tree", sha]).stdout
+    key = (str(repo.common_dir), sha, prefix)
+    with _LISTINGS_LOCK:
+        listed = _LISTINGS.get(key)
+    if listed is None:
+        listed = _list_revision(repo, sha, prefix)
+        with _LISTINGS_LOCK:
+            _LISTINGS[key] = listed
+            while len(_LISTINGS) > _LISTINGS_MAX:
+                _LISTINGS.popitem(last=False)
+    else:  # provenance names the command the listing came from, whichever probe ran it
+        repo.commands.append(shlex.join(["git", "-C", str(repo.root), *_LS_TREE, sha]))
+    paths, blobs, sizes = listed
+    return SourceTree(root, rev, sha, repo, paths, blobs, sizes, BlobReader(repo), deadline=deadline,
+                      timeout_s=ctx.timeout_s, listing=key)
+
+
+# A commit's file list never changes: the probes reading one revision (imports, symbols, at two
+# revisions each) list it once. Values are shared and never modified.
+_Listing = tuple[list[str], dict[str, str], dict[str, int]]
+_LISTINGS: OrderedDict[tuple[str, str, str], _Listing] = OrderedDict()
+_LISTINGS_LOCK = threading.Lock()
+_LISTINGS_MAX = 64
+_LS_TREE = ("ls-tree", "-r", "-z", "-l", "--full-tree")
+
+
+def _list_revision(repo: GitRepo, sha: str, prefix: str) -> _Listing:
+    listing = repo.run([*_LS_TREE, sha]).stdout
     blobs: dict[str, str] = {}
     sizes: dict[str, int] = {}
     for record in listing.decode("utf-8", "surrogateescape").split("\0"):
@@ -271,8 +325,27 @@ def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str 
             rel = path[len(prefix):]
             blobs[rel] = fields[2]
             sizes[rel] = int(fields[3])
-    return SourceTree(root, rev, sha, repo, sorted(blobs), blobs, sizes, BlobReader(repo), deadline=deadline,
-                      timeout_s=ctx.timeout_s)
+    return sorted(blobs), blobs, sizes
+
+
+def namer_for(tree: SourceTree, source_roots: Iterable[str]) -> ModuleNamer:
+    """The ModuleNamer of a tree; shared by the probes reading the same revision."""
+    roots = tuple(source_roots)
+    if tree.listing is None:
+        return ModuleNamer(roots, tree.paths)
+    key = (*tree.listing, *roots)
+    with _LISTINGS_LOCK:
+        namer = _NAMERS.get(key)
+    if namer is None:
+        namer = ModuleNamer(roots, tree.paths)
+        with _LISTINGS_LOCK:
+            _NAMERS[key] = namer
+            while len(_NAMERS) > _LISTINGS_MAX:
+                _NAMERS.popitem(last=False)
+    return namer
+
+
+_NAMERS: OrderedDict[tuple[str, ...], ModuleNamer] = OrderedDict()
 
 
 def read_regular(path: Path) -> bytes | int | None:
@@ -312,7 +385,12 @@ class ModuleNamer:
             roots.append("" if norm in ("", ".") else norm.removeprefix("./") + "/")
         self.roots = sorted(set(roots), key=len, reverse=True)  # the deepest root claims a file
         self.files = {p for p in paths if p.endswith(".py")}
-        self.dirs = {d for p in self.files for d in _parents(p)}
+        self.dirs: set[str] = set()
+        for p in self.files:  # every ancestor directory; a known one's ancestors are known too
+            cut = p.rfind("/")
+            while cut > 0 and (d := p[:cut]) not in self.dirs:
+                self.dirs.add(d)
+                cut = p.rfind("/", 0, cut)
 
     def module_of(self, rel: str) -> tuple[str, bool]:
         """(module name, is a package) of a .py file; a file outside every root is named from `.`."""
@@ -337,12 +415,6 @@ class ModuleNamer:
                 if candidate in self.files:
                     return True, candidate
         return any(f"{root}{rel}" in self.dirs for root in self.roots), None
-
-
-def _parents(path: str) -> Iterable[str]:
-    parts = path.split("/")[:-1]
-    for i in range(1, len(parts) + 1):
-        yield "/".join(parts[:i])
 
 
 def absolute_module(module: str | None, level: int, package: str) -> str | None:

@@ -82,10 +82,10 @@ def read_tree(params: Mapping[str, Any], ctx: ProbeContext, default_include: lis
     out = TreeFiles(root=root, rev=rev, rev_sha=None)
     if repo is None:
         readable = []
-        for raw, why in walk_entries(root):
+        entries = walk_entries(root)
+        for i in keep.kept([raw for raw, _ in entries]):
+            raw, why = entries[i]
             rel = display_path(raw)
-            if not keep(rel):
-                continue
             if why == "unreadable":
                 raise ProbeError("file.unreadable", f"cannot list {rel or root}: permission denied; fix its "
                                  "permissions (an unread file is never reported clean)")
@@ -132,20 +132,17 @@ def _read_all(root: Path, rels: list[str], out: TreeFiles) -> None:
 def _working_tree(repo: GitRepo, root: Path, keep: PathFilter, untracked: bool, out: TreeFiles) -> None:
     args = ["ls-files", "-z", "--cached"] + (["--others", "--exclude-standard"] if untracked else [])
     names = repo.run(args, cwd=root).stdout.decode("utf-8", "surrogateescape")
-    _read_all(root, [p for p in names.split("\0") if p and keep(p)], out)
+    _read_all(root, keep.select([p for p in names.split("\0") if p]), out)
 
 
 def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter, out_tree: TreeFiles) -> list[tuple[str, str]]:
     # Run in `root`: ls-tree then lists that subtree, with paths relative to it.
     listing = repo.run(["ls-tree", "-r", "-z", sha], cwd=root).stdout.decode("utf-8", "surrogateescape")
     wanted: list[tuple[str, str]] = []  # (path, blob sha)
-    for record in listing.split("\0"):
-        if not record:
-            continue
-        meta, _, path = record.partition("\t")
+    records = [record.partition("\t") for record in listing.split("\0") if record]
+    for i in keep.kept([path for _, _, path in records]):
+        meta, _, path = records[i]
         mode, kind, blob = meta.split()
-        if not keep(path):
-            continue
         if kind == "blob" and mode != "120000":
             wanted.append((path, blob))
         else:  # symlinks and submodules are not sources
