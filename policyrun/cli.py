@@ -110,16 +110,19 @@ def entry() -> NoReturn:
     """The `policyrun` console script and `python -m policyrun`: `main`, then a prompt exit.
 
     Probes build large graphs of small objects that are not garbage (the ASTs of hundreds of
-    upstream modules, facts with tens of thousands of rows). With the default thresholds the cyclic
-    collector rescans them many times while they grow, and at interpreter shutdown tearing them down
-    object by object took longer than collecting the facts (on the real afd-plugin planning audit:
-    5.2 s wall, of which collection was 3.1 s; 2.7 s with both changes). So the collector runs less
-    often, and once every output file is closed and the streams are flushed, the process ends with
-    os._exit. Nothing is left to run at exit: files are written atomically and closed before `main`
-    returns, temporary folders are removed by their context managers, and child processes (git
-    cat-file) end on the EOF of their closed pipes.
+    upstream modules, facts with tens of thousands of rows), and reference counting frees nearly
+    everything a run drops. The cyclic collector only rescans what is alive: on the real
+    afd-plugin planning audit it cost 0.27 s of 2.2 s CPU even with raised thresholds, and peak
+    memory is the same without it (about 200 MB either way). A command is one short run, so the
+    CLI turns it off; library callers (tests, `policyrun mcp`) keep theirs, and the probes pause
+    it only around parsing. At interpreter shutdown, tearing the graphs down object by object took
+    longer than collecting the facts (5.2 s wall, of which collection was 3.1 s), so once every
+    output file is closed and the streams are flushed, the process ends with os._exit. Nothing is
+    left to run at exit: files are written atomically and closed before `main` returns, temporary
+    folders are removed by their context managers, and child processes (git cat-file) end on the
+    EOF of their closed pipes.
     """
-    gc.set_threshold(50_000, 20, 20)
+    gc.disable()
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

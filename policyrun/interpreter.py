@@ -18,7 +18,6 @@ one, and keeps per-check cost close to the CEL runtime's own.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr
                             is_missing, lookup, make_activation)
 from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
+from policyrun.gcpause import gc_paused
 from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
@@ -107,15 +107,9 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
     # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with fact_status(fact_status_of(facts)):
-            return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
-                             fail_on_warn, waivers)
-    finally:
-        if enabled:
-            gc.enable()
+    with gc_paused(), fact_status(fact_status_of(facts)):
+        return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
+                         fail_on_warn, waivers)
 
 
 class fact_status_of(Mapping[str, "str | None"]):

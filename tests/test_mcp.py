@@ -365,3 +365,28 @@ def test_without_the_extra_mcp_exits_3_saying_how_to_install(monkeypatch: pytest
 def test_cwd_must_be_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "--cwd", str(tmp_path / "nope")]) == 3
     assert "U031" in capsys.readouterr().err
+
+
+def test_the_server_collects_garbage_although_the_cli_entry_turned_it_off(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`policyrun` commands run with the cyclic collector off (cli.entry); a server is long-lived."""
+    import gc
+
+    from policyrun.commands import mcp as mcp_command
+
+    seen: list[bool] = []
+
+    class Server:
+        def run(self, transport: str) -> None:
+            seen.append(gc.isenabled())
+
+    monkeypatch.setattr(mcp_command, "_load_server", lambda: Server())
+    monkeypatch.chdir(tmp_path)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        assert main(["mcp"]) == 0
+    finally:
+        if was:
+            gc.enable()
+    assert seen == [True]

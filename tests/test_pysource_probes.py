@@ -822,3 +822,82 @@ def test_memo_recomputes_when_the_first_computation_fails() -> None:
     with pytest.raises(RuntimeError):
         memo("test", data, "m.py", boom)
     assert memo("test", data, "m.py", lambda: "second try") == "second try"
+
+
+# --- the parse helper (parsepool) ---------------------------------------------------------------
+
+def _helper_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Force the helper on for the small fixture and count the helpers started."""
+    from policyrun.probes import parsepool, pyresolve
+
+    started: list[int] = []
+    real = parsepool.SummaryHelper.__init__
+
+    def counting(self: Any, jobs: Any, deadline: float) -> None:
+        started.append(len(jobs))
+        real(self, jobs, deadline)
+
+    monkeypatch.setattr(parsepool, "MIN_JOBS", 1)
+    monkeypatch.setattr(parsepool.SummaryHelper, "__init__", counting)
+    # Modules parsed by an earlier resolution in this process are not handed to a helper again.
+    monkeypatch.setattr(pyresolve, "_SHARED", pyresolve._BlobCache(8 << 20))
+    return started
+
+
+def test_resolution_with_the_parse_helper_equals_resolution_in_process(
+        plugin: GitRepo, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from policyrun.probes import parsepool
+
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "0")
+    alone = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    started = _helper_calls(monkeypatch)
+    used: list[str] = []
+    real_get = parsepool.SummaryHelper.get
+
+    def get_when_done(self: Any, key: str) -> Any:  # let the helper answer everything first
+        with self.cond:
+            while self.alive and len(self.results) < len(self.index):
+                self.cond.wait(10)
+        got = real_get(self, key)
+        if got is not None:
+            used.append(key)
+        return got
+
+    monkeypatch.setattr(parsepool.SummaryHelper, "get", get_when_done)
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "1")
+    helped = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    assert started and started[0] > 3  # the helper ran, with the files the imports lead to first
+    # ...and resolution read its summaries (a few prefetched submodule candidates go unread)
+    assert 5 <= len(used) <= started[0]
+    assert helped == alone
+
+
+def test_a_helper_that_cannot_work_leaves_resolution_in_process(
+        plugin: GitRepo, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "0")
+    alone = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    started = _helper_calls(monkeypatch)
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "1")
+    monkeypatch.setattr("sys.executable", "/bin/false")  # starts, then exits at once without an answer
+    assert resolved(plugin, upstream, rev="v1", compare_rev="v2") == alone
+    assert started
+
+
+def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
+    import io
+    import pickle
+
+    from policyrun.probes.parsepool import serve
+
+    jobs = [(b"from .b import X\ndef f(a, b=1): pass\n", "up/a.py", "up.a", "up"),
+            (b"def broken(:\n", "up/c.py", "up.c", "up")]
+    out = io.BytesIO()
+    serve(io.BytesIO(pickle.dumps(jobs)), out)
+    out.seek(0)
+    answers = dict(pickle.load(out) for _ in jobs)
+    assert sorted(answers) == [0, 1]
+    good, bad = answers[0], answers[1]
+    assert good.tree is None and good.error is None
+    assert good.bindings["X"].source == "up.b" and good.bindings["X"].node is None
+    assert good.bindings["f"].kind == "function" and good.bindings["f"].line == 2
+    assert bad.error is not None and bad.error.file == "up/c.py" and bad.error.line == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--cwd {args.cwd}: not a folder; pass the checkout the tools should work in",
                              code="U031")
         os.chdir(args.cwd)
+    # The CLI entry turns the cyclic garbage collector off for one short command; a server runs
+    # for as long as its client does, so it collects as any long-lived process must.
+    gc.enable()
     server = _load_server()
     server.run("stdio")  # type: ignore[attr-defined]
     return EXIT_OK

@@ -12,11 +12,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS, statements
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, absolute_module, as_list, gc_paused, object_schema,
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, absolute_module, as_list, object_schema,
                                        open_tree, schema_list, source_text, unparse)
 from policyrun.probes.search import PathFilter
 

@@ -9,11 +9,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes import parsepool
 from policyrun.probes.git import rev_param
+from policyrun.probes.parsepool import Job, SummaryHelper
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ParseError, SourceTree, absolute_module, namer_for,
-                                       as_list, gc_paused, object_schema, open_tree, relative_text, schema_list)
+                                       as_list, object_schema, open_tree, relative_text, schema_list)
 from policyrun.probes.search import PathFilter
 
 
@@ -297,6 +300,41 @@ def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTre
     cache: dict[str, ModuleInfo] = {}  # files unchanged between the two revisions parse once
     here = Resolver(upstream, source_roots, cache)
     there = Resolver(compare, source_roots, cache) if compare is not None else None
+    helper = _start_helper(value["imports"], [r for r in (here, there) if r is not None])
+    try:
+        _resolve_rows(value, here, there)
+    finally:
+        if helper is not None:
+            helper.close()
+
+
+def _start_helper(imports: list[dict[str, Any]], resolvers: list[Resolver]) -> SummaryHelper | None:
+    """A helper process summarising the files the imports lead to first (the module, and the
+    submodule a name may be), in the order resolution will ask for them; see parsepool."""
+    if not parsepool.enabled():
+        return None
+    jobs: dict[str, Job] = {}
+    for row in imports:
+        for resolver in resolvers:
+            if not resolver.has_package(row["module"]):
+                continue
+            for module in (row["module"], f"{row['module']}.{row['name']}" if row["name"] else None):
+                path = resolver.namer.file_of(module)[1] if module else None
+                if path is not None and resolver.key(path) not in jobs and (job := resolver.job(path)) is not None:
+                    jobs[job[0]] = job
+    if len(jobs) < parsepool.MIN_JOBS:
+        return None
+    try:
+        helper = SummaryHelper(list(jobs.values()), resolvers[0].tree.deadline)
+    except OSError:  # cannot start a process here: resolve in process
+        return None
+    for resolver in resolvers:
+        resolver.helper = helper
+    return helper
+
+
+def _resolve_rows(value: dict[str, Any], here: Resolver, there: Resolver | None) -> None:
+    upstream, compare = here.tree, there.tree if there is not None else None
     by_file: dict[str, set[str]] = {}
     unresolved: list[str] = []
     missing: list[dict[str, Any]] = []

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyrun.probes.parsepool import Job, SummaryHelper
 from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, namer_for
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
@@ -124,16 +125,35 @@ class Resolver:
         self.cache = cache if cache is not None else {}
         self.errors: dict[str, ParseError] = {}
         self.memo: dict[tuple[str, str | None], Target] = {}
+        # Summaries parsed in a helper process (parsepool), for a resolver that needs no nodes.
+        self.helper: SummaryHelper | None = None
+
+    def key(self, path: str) -> str:
+        """What identifies a module: its content, its path (the same bytes at another path are
+        another module: every empty __init__.py is one blob) and the source roots naming it."""
+        return f"{self.tree.key(path)}|{path}|{','.join(self.namer.roots)}"
+
+    def job(self, path: str) -> Job | None:
+        """The helper's job for a file: (key, bytes, path, module, package); None when the file
+        is summarised already or cannot be read as a regular file under the size limit."""
+        key = self.key(path)
+        if key in self.cache or (self.tree.rev_sha and _SHARED.get(key) is not None):
+            return None
+        data = self.tree.read(path)
+        if not isinstance(data, bytes):
+            return None
+        module, is_package = self.namer.module_of(path)
+        return key, data, path, module, module if is_package else module.rpartition(".")[0]
 
     def has_package(self, module: str) -> bool:
         return self.namer.file_of(module.split(".")[0])[0]
 
     def info(self, path: str) -> ModuleInfo:
-        # The same bytes at another path are another module (every empty __init__.py is one blob),
-        # and the source roots decide the module's name.
         content = self.tree.key(path)
-        key = f"{content}|{path}|{','.join(self.namer.roots)}"
+        key = self.key(path)
         info = self.cache.get(key) or (_SHARED.get(key) if content.startswith("blob:") else None)
+        if info is None and self.helper is not None:
+            info = self.helper.get(key)  # without nodes: kept in this resolution's cache, never shared
         if info is None:
             module, is_package = self.namer.module_of(path)
             package = module if is_package else module.rpartition(".")[0]

@@ -10,11 +10,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, as_list, gc_paused, object_schema, open_tree,
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, as_list, object_schema, open_tree,
                                        schema_list, unparse)
 from policyrun.probes.search import PathFilter
 

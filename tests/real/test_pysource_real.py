@@ -147,6 +147,29 @@ def test_at_most_one_cat_file_process_per_revision(imports: dict[str, Any]) -> N
     assert not [c for c in imports["commands"] if " show " in c]
 
 
+def test_the_parse_helper_resolves_the_real_imports_exactly_as_in_process(
+        afd_repo: Path, vllm_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from policyrun.probes import parsepool, pyresolve
+
+    params = {"root": str(afd_repo), "exclude": TEST_GLOBS, "packages": ["vllm"],
+              "resolve": {"path": str(vllm_repo), "rev": "v0.26.0", "compare_rev": "v0.27.0"}}
+    values = {}
+    started: list[int] = []
+    real = parsepool.SummaryHelper.__init__
+
+    def counting(self: Any, jobs: Any, deadline: float) -> None:
+        started.append(len(jobs))
+        real(self, jobs, deadline)
+
+    monkeypatch.setattr(parsepool.SummaryHelper, "__init__", counting)
+    for setting in ("0", "1"):
+        monkeypatch.setenv("POLICYRUN_PARSE_HELPER", setting)
+        monkeypatch.setattr(pyresolve, "_SHARED", pyresolve._BlobCache(8 << 20))  # nothing parsed before
+        values[setting] = run_probe("python.imports", params, afd_repo).value
+    assert started and started[0] >= parsepool.MIN_JOBS  # the vLLM files the imports lead to first
+    assert values["1"] == values["0"]
+
+
 def test_version_constant_and_its_runtime_checks(afd_repo: Path) -> None:
     v = run_probe("python.constants", {"root": str(afd_repo), "names": [CONSTANT], "references": True,
                                        "exclude": TEST_GLOBS}, afd_repo).value

@@ -1,0 +1,158 @@
+"""Upstream modules summarised in a helper process, beside the probe that resolves imports.
+
+Resolving a plugin's imports parses the upstream modules they lead to (about a hundred files of
+vLLM at two releases for the afd-plugin), and parsing holds the interpreter lock: in one process
+it was the tail of a planning audit, with the machine's other cores idle. When a resolver knows
+which files it will read, it hands their bytes to one helper process that summarises them from
+the far end of the list while the resolver works from the near end. A file the resolver needs is
+then taken from the helper when it is done, waited for when the helper is on it, and parsed in
+process when the helper has not reached it: each file is parsed once before the two meet.
+
+Summaries are what import resolution reads — bindings, `__all__`, star imports, lazy maps —
+without syntax trees (probes that need nodes, such as python.symbols, parse in process). The
+helper is `python -m policyrun.probes.parsepool` speaking pickle over its pipes (it is our own
+child, given only bytes policyrun read from git), started in its own session and killed with its
+group at the probe's deadline or when the probe ends. Anything going wrong with it — it cannot
+start, dies, answers garbage — only means the resolver parses in process, as without it.
+
+It is started on machines with at least MIN_CPUS cores and for at least MIN_JOBS files. With two
+cores the other one is already busy during a planning audit (git, `pip check` in python.stack),
+and a helper there made the real afd-plugin audit slower (2.39 s against 2.26 s). Set
+`POLICYRUN_PARSE_HELPER=0` to turn it off anywhere (e.g. where starting processes is not
+allowed), `1` to use it whatever the core count.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from typing import IO, Any
+
+from policyrun.probes.bounded import kill_group
+
+MIN_JOBS = 16  # below this, starting the helper (~0.1 s) costs more than the parsing it saves
+MIN_CPUS = 4
+Job = tuple[str, bytes, str, str, str]  # (key, source bytes, path, module, package)
+
+
+def enabled() -> bool:
+    setting = os.environ.get("POLICYRUN_PARSE_HELPER", "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    return len(os.sched_getaffinity(0)) >= MIN_CPUS if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1) >= MIN_CPUS
+
+
+class SummaryHelper:
+    """One helper process summarising `jobs` in reverse order; see the module docstring."""
+
+    def __init__(self, jobs: list[Job], deadline: float) -> None:
+        self.index = {key: i for i, (key, *_rest) in enumerate(jobs)}
+        self.results: dict[int, Any] = {}
+        self.next = len(jobs) - 1  # the job the helper is on: it answers from the last one down
+        self.taken: set[int] = set()
+        self.alive = True
+        self.cond = threading.Condition()
+        self.deadline = deadline
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "policyrun.probes.parsepool"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), kill_group, args=(self.proc.pid,))
+        self.timer.daemon = True
+        self.timer.start()
+        payload = pickle.dumps([job[1:] for job in jobs], protocol=pickle.HIGHEST_PROTOCOL)
+        threading.Thread(target=self._send, args=(payload,), daemon=True, name="parse-helper-send").start()
+        threading.Thread(target=self._receive, daemon=True, name="parse-helper-receive").start()
+
+    def _send(self, payload: bytes) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(payload)
+            stdin.close()
+        except (OSError, ValueError):  # the helper died; _receive notices
+            pass
+
+    def _receive(self) -> None:
+        stdout: IO[bytes] | None = self.proc.stdout
+        assert stdout is not None
+        try:
+            while True:
+                i, summary = pickle.load(stdout)
+                with self.cond:
+                    self.results[i] = summary
+                    self.next = i - 1
+                    self.cond.notify_all()
+        except Exception:  # noqa: BLE001 — EOF, a killed helper or garbage: the resolver parses itself
+            with self.cond:
+                self.alive = False
+                self.cond.notify_all()
+
+    def get(self, key: str) -> Any | None:
+        """The helper's summary of `key` (a ModuleInfo without tree), or None: parse it yourself."""
+        i = self.index.get(key)
+        if i is None:
+            return None
+        with self.cond:
+            while i not in self.results and self.alive and i == self.next and i not in self.taken:
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.cond.wait(remaining)  # the helper is on this very file
+            if i in self.results:
+                summary = self.results[i]
+                return None if isinstance(summary, BaseException) else summary
+            self.taken.add(i)
+            return None
+
+    def close(self) -> None:
+        self.timer.cancel()
+        kill_group(self.proc.pid)
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+def summarize(data: bytes, path: str, module: str, package: str) -> Any:
+    """What the resolver needs of one module, without its syntax tree."""
+    import ast
+
+    from policyrun.probes.pyresolve import ModuleInfo, module_info
+    from policyrun.probes.pysource import ParseError, parse_source
+
+    parsed = parse_source(data, path)
+    if isinstance(parsed, ParseError):
+        return ModuleInfo(path, module, package, None, parsed)
+    assert isinstance(parsed, ast.Module)
+    info = module_info(parsed, path, module, package)
+    info.tree = None
+    info.bindings = {name: replace(b, node=None) for name, b in info.bindings.items()}
+    return info
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    jobs = pickle.load(stdin)
+    for i in range(len(jobs) - 1, -1, -1):
+        try:
+            summary: Any = summarize(*jobs[i])
+        except Exception as exc:  # noqa: BLE001 — reported for this file; the resolver parses it itself
+            summary = RuntimeError(f"{type(exc).__name__}: {exc}")
+        pickle.dump((i, summary), stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    try:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+    except (BrokenPipeError, EOFError, KeyboardInterrupt):  # the probe ended before the helper did
+        pass
