@@ -49,6 +49,7 @@ def test_joined_scan_agrees_with_each_line_alone(anchored: bool) -> None:
     (r"a(?-m:$)", ["a", "ab"], [0]),
     (r"(?i-m)^B", ["b", "ab", "B"], [0, 2]),
     (r"a\Cb", ["a", "b", "axb"], [2]),  # \C would match the line break between "a" and "b"
+    (r"\Qa.b", ["a.b", "axb", "xa.b)"], [0, 2]),  # quoted to the end: the wrapper's `)` would be quoted too
 ])
 def test_line_bound_constructs_are_matched_line_by_line(pattern: str, lines: list[str], expected: list[int]) -> None:
     scan = LineScan(re2.compile(pattern))

@@ -73,7 +73,7 @@ class LineScan:
             wrapped = f"(?m)^(?:{source})$" if anchored else f"(?m)(?:{source})"
             try:
                 self._joined = raw_spans(re2.compile(wrapped, _options_of(regex)))
-            except re2.error:  # pragma: no cover - the pattern compiled alone, so it compiles wrapped
+            except re2.error:  # `\Q...` without `\E` quotes the wrapper's `)` too: match line by line
                 self._joined = None
 
     def _alone(self, line: str) -> bool:
