@@ -844,17 +844,14 @@ def _helper_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return started
 
 
-def test_resolution_with_the_parse_helper_equals_resolution_in_process(
-        plugin: GitRepo, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+def _answers_first(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make resolution wait until the helper has answered everything (or died); the keys it used."""
     from policyrun.probes import parsepool
 
-    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "0")
-    alone = resolved(plugin, upstream, rev="v1", compare_rev="v2")
-    started = _helper_calls(monkeypatch)
     used: list[str] = []
     real_get = parsepool.SummaryHelper.get
 
-    def get_when_done(self: Any, key: str) -> Any:  # let the helper answer everything first
+    def get_when_done(self: Any, key: str) -> Any:
         with self.cond:
             while self.alive and len(self.results) < len(self.index):
                 self.cond.wait(10)
@@ -864,6 +861,15 @@ def test_resolution_with_the_parse_helper_equals_resolution_in_process(
         return got
 
     monkeypatch.setattr(parsepool.SummaryHelper, "get", get_when_done)
+    return used
+
+
+def test_resolution_with_the_parse_helper_equals_resolution_in_process(
+        plugin: GitRepo, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "0")
+    alone = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    started = _helper_calls(monkeypatch)
+    used = _answers_first(monkeypatch)
     monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "1")
     helped = resolved(plugin, upstream, rev="v1", compare_rev="v2")
     assert started and started[0] > 3  # the helper ran, with the files the imports lead to first
@@ -901,3 +907,24 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     assert good.bindings["X"].source == "up.b" and good.bindings["X"].node is None
     assert good.bindings["f"].kind == "function" and good.bindings["f"].line == 2
     assert bad.error is not None and bad.error.file == "up/c.py" and bad.error.line == 1
+
+
+def test_the_helper_imports_nothing_from_the_inspected_repository(
+        plugin: GitRepo, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The helper runs where policyrun runs: usually inside the plugin checkout. Modules there
+    named like the ones it imports (ast, pickle, policyrun) must not be imported."""
+    hostile = tmp_path / "hostile"
+    marker = tmp_path / "imported"
+    for module in ("ast.py", "pickle.py", "policyrun/__init__.py"):
+        (hostile / module).parent.mkdir(parents=True, exist_ok=True)
+        (hostile / module).write_text(f"open({str(marker)!r}, 'a').write({module!r})\n")
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "0")
+    alone = resolved(plugin, upstream, rev="v1", compare_rev="v2")
+    started = _helper_calls(monkeypatch)
+    used = _answers_first(monkeypatch)
+    monkeypatch.setenv("POLICYRUN_PARSE_HELPER", "1")
+    monkeypatch.chdir(hostile)
+    monkeypatch.setenv("PYTHONPATH", str(hostile))
+    assert resolved(plugin, upstream, rev="v1", compare_rev="v2") == alone
+    assert started and used  # the helper ran to the end, imports and all
+    assert not marker.exists()

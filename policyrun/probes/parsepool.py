@@ -10,9 +10,10 @@ process when the helper has not reached it: each file is parsed once before the 
 
 Summaries are what import resolution reads — bindings, `__all__`, star imports, lazy maps —
 without syntax trees (probes that need nodes, such as python.symbols, parse in process). The
-helper is `python -m policyrun.probes.parsepool` speaking pickle over its pipes (it is our own
-child, given only bytes policyrun read from git), started in its own session and killed with its
-group at the probe's deadline or when the probe ends. Anything going wrong with it — it cannot
+helper is an isolated interpreter (`python -I`, run from `/`, with this process's module path)
+speaking pickle over its pipes (it is our own child, given only bytes policyrun read from git),
+started in its own session and killed with its group at the probe's deadline or when the probe
+ends. Anything going wrong with it — it cannot
 start, dies, answers garbage — only means the resolver parses in process, as without it.
 
 It is started on machines with at least MIN_CPUS cores and for at least MIN_JOBS files. With two
@@ -59,9 +60,14 @@ class SummaryHelper:
         self.alive = True
         self.cond = threading.Condition()
         self.deadline = deadline
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "policyrun.probes.parsepool"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        # Isolated (-I): the interpreter puts neither the working directory — the repository being
+        # inspected, whose `ast.py` or `policyrun/` must never be imported — nor PYTHON* variables
+        # on its path. It gets this process's path instead, less the working directory (`''`), so
+        # it imports what this process did from where it did; if that fails, the probe parses itself.
+        path = [p for p in sys.path if p]
+        bootstrap = f"import sys; sys.path[:] = {path!r}; from policyrun.probes.parsepool import main; main()"
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", bootstrap], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
                                      start_new_session=True)
         self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), kill_group, args=(self.proc.pid,))
         self.timer.daemon = True
@@ -151,7 +157,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         stdout.flush()
 
 
-if __name__ == "__main__":
+def main() -> None:
     try:
         serve(sys.stdin.buffer, sys.stdout.buffer)
     except (BrokenPipeError, EOFError, KeyboardInterrupt):  # the probe ended before the helper did
