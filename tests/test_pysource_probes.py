@@ -928,3 +928,25 @@ def test_the_helper_imports_nothing_from_the_inspected_repository(
     assert resolved(plugin, upstream, rev="v1", compare_rev="v2") == alone
     assert started and used  # the helper ran to the end, imports and all
     assert not marker.exists()
+
+
+def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from policyrun.probes import pysource
+
+    monkeypatch.setattr(pysource, "_MEMO", __import__("collections").OrderedDict())
+    monkeypatch.setattr(pysource, "_memo_bytes", 0)
+    monkeypatch.setattr(pysource, "_MEMO_MAX_BYTES", 250)
+    calls: list[str] = []
+
+    def source(name: str) -> bytes:
+        return f"# {name}\n".encode().ljust(100, b"x")
+
+    def get(name: str) -> str:
+        return pysource.memo("test", source(name), f"{name}.py", lambda: calls.append(name) or name)
+
+    assert [get("a"), get("b"), get("a")] == ["a", "b", "a"]  # a is the most recently used now
+    get("c")  # 300 bytes: the least recently used (b) goes
+    assert pysource._memo_bytes == 200
+    get("a"), get("c")
+    get("b")
+    assert calls == ["a", "b", "c", "b"]

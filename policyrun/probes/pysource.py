@@ -54,9 +54,13 @@ class ParseError:
 # probe of a collection: the inventory, identity and impact probes read the same plugin files (at
 # HEAD and in the working tree, which are usually identical), and parsing and walking the trees
 # is most of their cost. Consumers never modify what they get.
-_MEMO: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+# Bounded by the source bytes behind the entries (an AST takes about 25 times its source): the
+# real afd-plugin planning audit keeps about 5 MB; a scan of a much larger tree keeps the most
+# recently used 32 MB of it (under 1 GB of trees) and parses the rest again if asked twice.
+_MEMO: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
-_MEMO_MAX = 8192
+_MEMO_MAX_BYTES = 32 * 1024 * 1024
+_memo_bytes = 0
 T = TypeVar("T")
 
 
@@ -69,11 +73,12 @@ def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
     Probes run at the same time ask for the same files (the constants probes at HEAD and in the
     working tree start together): one computes, the others wait for its result instead of doing
     the same work beside it under the one interpreter lock."""
+    global _memo_bytes
     key = (what, hashlib.sha1(data).hexdigest(), rel)
     with _MEMO_LOCK:
         if key in _MEMO:
             _MEMO.move_to_end(key)
-            hit: T = _MEMO[key]
+            hit: T = _MEMO[key][0]
             return hit
         running = _COMPUTING.get(key)
         if running is None:
@@ -82,15 +87,16 @@ def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
         running.wait()
         with _MEMO_LOCK:
             if key in _MEMO:
-                done: T = _MEMO[key]
+                done: T = _MEMO[key][0]
                 return done
         return compute()  # the other computation failed (or was evicted already): do it here
     try:
         result = compute()
         with _MEMO_LOCK:
-            _MEMO[key] = result
-            while len(_MEMO) > _MEMO_MAX:
-                _MEMO.popitem(last=False)
+            _MEMO[key] = (result, len(data))
+            _memo_bytes += len(data)
+            while _memo_bytes > _MEMO_MAX_BYTES and len(_MEMO) > 1:
+                _memo_bytes -= _MEMO.popitem(last=False)[1][1]
     finally:
         with _MEMO_LOCK:
             _COMPUTING.pop(key).set()
