@@ -38,6 +38,7 @@ from policyrun.probes.bounded import kill_group
 
 MIN_JOBS = 16  # below this, starting the helper (~0.1 s) costs more than the parsing it saves
 MIN_CPUS = 4
+HANDOFF_WAIT_S = 5.0  # the longest the resolver waits for the file the helper is on
 Job = tuple[str, bytes, str, str, str]  # (key, source bytes, path, module, package)
 
 
@@ -106,11 +107,16 @@ class SummaryHelper:
         if i is None:
             return None
         with self.cond:
-            while i not in self.results and self.alive and i == self.next and i not in self.taken:
-                remaining = self.deadline - time.monotonic()
+            # Wait only for a helper that has answered before and is on this very file, and not for
+            # long: one that never answered may be stuck starting, and the file is parsed here
+            # just as well (any wait only saves doing the same work twice).
+            give_up = min(self.deadline, time.monotonic() + HANDOFF_WAIT_S)
+            while i not in self.results and self.alive and self.results and i == self.next and \
+                    i not in self.taken:
+                remaining = give_up - time.monotonic()
                 if remaining <= 0:
-                    return None
-                self.cond.wait(remaining)  # the helper is on this very file
+                    break
+                self.cond.wait(remaining)
             if i in self.results:
                 summary = self.results[i]
                 return None if isinstance(summary, BaseException) else summary
