@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeResult
+from policyrun.probes.linescan import LineScan
 from policyrun.probes.markers import Regex, user_regex
 from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
@@ -139,6 +140,12 @@ class _Config:
     bare: bool
     classes: dict[str, list[Regex]]
     scopes: dict[str, list[Regex]]
+    # Which blocks mention a version at all, in one scan of a document (see linescan): most blocks
+    # do not, and one RE2 call per block waited for the interpreter lock each time.
+    version_scan: LineScan = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.version_scan = LineScan(self.version)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> _Config:
@@ -418,8 +425,9 @@ class _Document:
 
     def mentions(self) -> list[dict[str, Any]]:
         out = []
-        for block in self.blocks:
-            out.extend(self._block(block))
+        # A block's text is its lines joined with spaces: one line, as LineScan wants.
+        for i in self.cfg.version_scan.matching([block.text for block in self.blocks]):
+            out.extend(self._block(self.blocks[i]))
         return out
 
     def _block(self, block: Block) -> list[dict[str, Any]]:
