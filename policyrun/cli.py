@@ -114,8 +114,8 @@ def entry() -> NoReturn:
     everything a run drops. The cyclic collector only rescans what is alive: on the real
     afd-plugin planning audit it cost 0.27 s of 2.2 s CPU even with raised thresholds, and peak
     memory is the same without it (about 200 MB either way). A command is one short run, so the
-    CLI turns it off; library callers (tests, `policyrun mcp`) keep theirs, and the probes pause
-    it only around parsing. At interpreter shutdown, tearing the graphs down object by object took
+    CLI turns it off; library callers (tests) keep theirs, the probes pause it only around
+    parsing, and `policyrun mcp`, a long-lived server, turns it back on. At interpreter shutdown, tearing the graphs down object by object took
     longer than collecting the facts (5.2 s wall, of which collection was 3.1 s), so once every
     output file is closed and the streams are flushed, the process ends with os._exit. Nothing is
     left to run at exit: files are written atomically and closed before `main` returns, temporary

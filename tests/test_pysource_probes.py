@@ -959,10 +959,10 @@ def test_a_helper_that_never_answers_is_not_waited_for(tmp_path: Path) -> None:
     from policyrun.probes import parsepool
 
     helper = parsepool.SummaryHelper.__new__(parsepool.SummaryHelper)  # no process: answers nothing
-    helper.index, helper.results, helper.taken = {"a": 0, "b": 1}, {}, set()
+    helper.index, helper.results = {"a": 0, "b": 1}, {}
     helper.next, helper.alive, helper.cond = 1, True, threading.Condition()
     helper.deadline = time.monotonic() + 60
     t = time.monotonic()
     assert helper.get("b") is None  # it would be "on" b, but has never answered: b is parsed here
-    assert time.monotonic() - t < 1 and helper.taken == {1}
+    assert time.monotonic() - t < 1
     assert helper.get("a") is None and helper.get("unknown") is None

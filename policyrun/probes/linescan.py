@@ -9,15 +9,16 @@ thread). Joining the lines and scanning once calls RE2 once per *matching* line 
 The joined scan means the same as matching each line alone because the pattern is compiled with
 `never_nl` (no match crosses a line break) and `(?m)` (`^` and `$` are line boundaries). A
 pattern whose meaning depends on the text being one line — `\\A`, `\\z`, `\\C` (any byte,
-line breaks included) or a flag group turning `m` off — is matched line by line as before.
+line breaks included), a flag group turning `m` off, or `\\Q` with no `\\E` (which would quote
+the wrapper's closing parenthesis) — is matched line by line as before.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from itertools import accumulate
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information

@@ -13,8 +13,8 @@ without syntax trees (probes that need nodes, such as python.symbols, parse in p
 helper is an isolated interpreter (`python -I`, run from `/`, with this process's module path)
 speaking pickle over its pipes (it is our own child, given only bytes policyrun read from git),
 started in its own session and killed with its group at the probe's deadline or when the probe
-ends. Anything going wrong with it — it cannot
-start, dies, answers garbage — only means the resolver parses in process, as without it.
+ends. Anything going wrong with it — it cannot start, dies, answers garbage — only means the
+resolver parses in process, as without it.
 
 It is started on machines with at least MIN_CPUS cores and for at least MIN_JOBS files. With two
 cores the other one is already busy during a planning audit (git, `pip check` in python.stack),
@@ -57,7 +57,6 @@ class SummaryHelper:
         self.index = {key: i for i, (key, *_rest) in enumerate(jobs)}
         self.results: dict[int, Any] = {}
         self.next = len(jobs) - 1  # the job the helper is on: it answers from the last one down
-        self.taken: set[int] = set()
         self.alive = True
         self.cond = threading.Condition()
         self.deadline = deadline
@@ -111,17 +110,13 @@ class SummaryHelper:
             # long: one that never answered may be stuck starting, and the file is parsed here
             # just as well (any wait only saves doing the same work twice).
             give_up = min(self.deadline, time.monotonic() + HANDOFF_WAIT_S)
-            while i not in self.results and self.alive and self.results and i == self.next and \
-                    i not in self.taken:
+            while i not in self.results and self.alive and self.results and i == self.next:
                 remaining = give_up - time.monotonic()
                 if remaining <= 0:
                     break
                 self.cond.wait(remaining)
-            if i in self.results:
-                summary = self.results[i]
-                return None if isinstance(summary, BaseException) else summary
-            self.taken.add(i)
-            return None
+            summary = self.results.get(i)
+            return None if isinstance(summary, BaseException) else summary
 
     def close(self) -> None:
         self.timer.cancel()

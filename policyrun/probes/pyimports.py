@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyrun.gcpause import gc_paused
-from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes import parsepool
+from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
-from policyrun.probes.parsepool import Job, SummaryHelper
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ParseError, SourceTree, absolute_module, namer_for,
                                        as_list, object_schema, open_tree, relative_text, schema_list)
@@ -308,12 +307,12 @@ def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTre
             helper.close()
 
 
-def _start_helper(imports: list[dict[str, Any]], resolvers: list[Resolver]) -> SummaryHelper | None:
+def _start_helper(imports: list[dict[str, Any]], resolvers: list[Resolver]) -> parsepool.SummaryHelper | None:
     """A helper process summarising the files the imports lead to first (the module, and the
     submodule a name may be), in the order resolution will ask for them; see parsepool."""
     if not parsepool.enabled():
         return None
-    jobs: dict[str, Job] = {}
+    jobs: dict[str, parsepool.Job] = {}
     for row in imports:
         for resolver in resolvers:
             if not resolver.has_package(row["module"]):
@@ -325,7 +324,7 @@ def _start_helper(imports: list[dict[str, Any]], resolvers: list[Resolver]) -> S
     if len(jobs) < parsepool.MIN_JOBS:
         return None
     try:
-        helper = SummaryHelper(list(jobs.values()), resolvers[0].tree.deadline)
+        helper = parsepool.SummaryHelper(list(jobs.values()), resolvers[0].tree.deadline)
     except OSError:  # cannot start a process here: resolve in process
         return None
     for resolver in resolvers:

@@ -61,10 +61,8 @@ _MEMO: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 _MEMO_MAX_BYTES = 32 * 1024 * 1024
 _memo_bytes = 0
-T = TypeVar("T")
-
-
 _COMPUTING: dict[tuple[str, str, str], threading.Event] = {}
+T = TypeVar("T")
 
 
 def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
@@ -294,28 +292,34 @@ def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str 
     (sha,) = resolve_commits(repo, [rev])
     prefix = "" if root == repo.root else root.relative_to(repo.root).as_posix() + "/"
     key = (str(repo.common_dir), sha, prefix)
-    with _LISTINGS_LOCK:
-        listed = _LISTINGS.get(key)
-    if listed is None:
-        listed = _list_revision(repo, sha, prefix)
-        with _LISTINGS_LOCK:
-            _LISTINGS[key] = listed
-            while len(_LISTINGS) > _LISTINGS_MAX:
-                _LISTINGS.popitem(last=False)
-    else:  # provenance names the command the listing came from, whichever probe ran it
+    shown = len(repo.commands)
+    paths, blobs, sizes = _remember(_LISTINGS, key, lambda: _list_revision(repo, sha, prefix))
+    if len(repo.commands) == shown:  # listed by another probe: provenance still names the command
         repo.commands.append(shlex.join(["git", "-C", str(repo.root), *_LS_TREE, sha]))
-    paths, blobs, sizes = listed
     return SourceTree(root, rev, sha, repo, paths, blobs, sizes, BlobReader(repo), deadline=deadline,
                       timeout_s=ctx.timeout_s, listing=key)
 
 
 # A commit's file list never changes: the probes reading one revision (imports, symbols, at two
-# revisions each) list it once. Values are shared and never modified.
+# revisions each) list it, and name its modules, once. Values are shared and never modified.
 _Listing = tuple[list[str], dict[str, str], dict[str, int]]
-_LISTINGS: OrderedDict[tuple[str, str, str], _Listing] = OrderedDict()
-_LISTINGS_LOCK = threading.Lock()
-_LISTINGS_MAX = 64
+_LISTINGS: OrderedDict[tuple[str, ...], _Listing] = OrderedDict()
+_NAMERS: OrderedDict[tuple[str, ...], ModuleNamer] = OrderedDict()
+_REMEMBER_LOCK = threading.Lock()
+_REMEMBER_MAX = 64  # revisions (or revision and source roots) per table
 _LS_TREE = ("ls-tree", "-r", "-z", "-l", "--full-tree")
+
+
+def _remember(table: OrderedDict[tuple[str, ...], T], key: tuple[str, ...], compute: Callable[[], T]) -> T:
+    with _REMEMBER_LOCK:
+        if key in table:
+            return table[key]
+    value = compute()
+    with _REMEMBER_LOCK:
+        table[key] = value
+        while len(table) > _REMEMBER_MAX:
+            table.popitem(last=False)
+    return value
 
 
 def _list_revision(repo: GitRepo, sha: str, prefix: str) -> _Listing:
@@ -337,19 +341,7 @@ def namer_for(tree: SourceTree, source_roots: Iterable[str]) -> ModuleNamer:
     roots = tuple(source_roots)
     if tree.listing is None:
         return ModuleNamer(roots, tree.paths)
-    key = (*tree.listing, *roots)
-    with _LISTINGS_LOCK:
-        namer = _NAMERS.get(key)
-    if namer is None:
-        namer = ModuleNamer(roots, tree.paths)
-        with _LISTINGS_LOCK:
-            _NAMERS[key] = namer
-            while len(_NAMERS) > _LISTINGS_MAX:
-                _NAMERS.popitem(last=False)
-    return namer
-
-
-_NAMERS: OrderedDict[tuple[str, ...], ModuleNamer] = OrderedDict()
+    return _remember(_NAMERS, (*tree.listing, *roots), lambda: ModuleNamer(roots, tree.paths))
 
 
 def read_regular(path: Path) -> bytes | int | None:

@@ -105,20 +105,13 @@ class PathFilter:
     """Which paths `include` globs keep and `exclude` globs drop (no include: every path)."""
 
     def __init__(self, include: Iterable[str], exclude: Iterable[str]) -> None:
-        self.include = [glob_regex(g) for g in include]
-        self.exclude = [glob_regex(g) for g in exclude]
-        self._include = _any_of(self.include)
-        self._exclude = _any_of(self.exclude)
-
-    def __call__(self, path: str) -> bool:
-        path = display_path(path)  # RE2 takes UTF-8: an undecodable file name is matched as shown
-        if self.include and not any(r.fullmatch(path) for r in self.include):
-            return False
-        return not any(r.fullmatch(path) for r in self.exclude)
+        self._include = _any_of([glob_regex(g) for g in include])
+        self._exclude = _any_of([glob_regex(g) for g in exclude])
 
     def kept(self, paths: Sequence[str | bytes]) -> list[int]:
-        """Indices of the paths kept, ascending: the same answers as calling the filter on each,
-        from one scan per glob list (see linescan: one RE2 call per path is slow under threads)."""
+        """Indices of the paths kept, ascending, from one scan per glob list (see linescan: one RE2
+        call per path is slow under threads). A path is matched as shown: RE2 takes UTF-8, so an
+        undecodable file name is matched in its `\\xNN` form."""
         shown = [display_path(p) for p in paths]
         index = list(range(len(shown)))
         if self._include is not None:
