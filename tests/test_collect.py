@@ -137,7 +137,7 @@ def test_a_probe_that_hangs_times_out_without_hanging_collect(fake: Any, tmp_pat
                               "after": const("${facts.slow}")}), tmp_path)
     finally:
         release.set()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 25  # the probe itself would hang for 30 s: generous for loaded machines
     assert code(facts["slow"]) == "probe.timeout" and "0.2s" in message(facts["slow"])
     assert code(facts["after"]) == "dependency.failed" and facts["fast"].value == 1
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -252,9 +251,8 @@ def test_inner_join_pairs_every_match_in_left_then_right_order() -> None:
 
 def test_inner_join_refuses_a_product_over_the_bound_before_building_it() -> None:
     side = [{"k": "same"}] * 100_000
-    t0 = time.perf_counter()
+    # Refused before building: 10^10 pairs would take hours and all memory, so the test would not end.
     message = error("facts.a.inner_join('k', facts.b, 'k')", kind="limit", a=side, b=side)
-    assert time.perf_counter() - t0 < 20  # 10^10 pairs would take hours and all memory
     assert message == ("inner_join: the result would have 10,000,000,000 items; the bound is 1,000,000 (MAX_ITEMS)")
 
 
@@ -429,9 +427,8 @@ def test_invalid_regex_names_the_pattern() -> None:
 
 def test_regex_is_linear_time_and_compiled_once() -> None:
     text = "a" * 200_000 + "!"
-    t0 = time.perf_counter()
-    assert value("facts.t.capture('^(a+)+$')", t=text) == []  # catastrophic for a backtracking engine
-    assert time.perf_counter() - t0 < 5
+    # Catastrophic for a backtracking engine (the test would not end); RE2 answers at once.
+    assert value("facts.t.capture('^(a+)+$')", t=text) == []
     assert _compiled.cache_info().maxsize == 512
     value("'x'.capture('cache-probe-(x)?')")
     hits = _compiled.cache_info().hits

@@ -206,7 +206,7 @@ def test_stack_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     exe, pid_file = _lingering(tmp_path, "python-hang")
     start = time.monotonic()
     err = _error("python.stack", {"python": str(exe), "pip_check": False}, tmp_path, timeout_s=1)
-    assert err.code == "python.timeout" and time.monotonic() - start < 10
+    assert err.code == "python.timeout" and time.monotonic() - start < 25  # the script sleeps 30 s
     assert _dead(int(pid_file.read_text()))
 
 
@@ -215,17 +215,17 @@ def test_toolchain_timeout_kills_the_whole_process_group(tmp_path: Path) -> None
     start = time.monotonic()
     with pytest.raises(ProbeError) as info:
         ToolchainProbe().run({"nvcc": str(exe), "required": ["nvcc"]}, ProbeContext(base_dir=tmp_path, timeout_s=1))
-    assert info.value.code == "toolchain.timeout" and time.monotonic() - start < 10
+    assert info.value.code == "toolchain.timeout" and time.monotonic() - start < 25  # the script sleeps 30 s
     assert _dead(int(pid_file.read_text()))
 
 
 def test_stack_returns_when_a_daemon_it_left_holds_the_pipe(tmp_path: Path) -> None:
     exe = tmp_path / "python-daemon"
-    exe.write_text("#!/bin/sh\nsetsid sleep 8 &\necho '{}'\n")  # the daemon leaves the process group
+    exe.write_text("#!/bin/sh\nsetsid sleep 120 &\necho '{}'\n")  # the daemon leaves the process group
     exe.chmod(0o755)
     start = time.monotonic()
     v = _value("python.stack", {"python": str(exe), "pip_check": False}, tmp_path, timeout_s=20)
-    assert v["interpreter"] == str(exe) and time.monotonic() - start < 5
+    assert v["interpreter"] == str(exe) and time.monotonic() - start < 60  # not the daemon's 120 s
 
 
 # --- git: no program named by a repository's configuration runs ---------------------------------
@@ -511,7 +511,7 @@ def test_catastrophic_pattern_finishes_within_the_timeout(repo: GitRepo, tmp_pat
                                         "phases": [{"id": "P"}], "probes": probes})
     start = time.monotonic()
     facts = collect(rulebook, "m", {}, base_dir=tmp_path).facts
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # a backtracking engine would never end
     for fact in facts.values():
         assert fact.ok and fact.value["total"] == 0, fact
 

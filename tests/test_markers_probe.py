@@ -3,7 +3,6 @@ module docstring symbols; working tree and revisions; other conventions through 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -237,9 +236,8 @@ def test_bad_patterns_are_errors_naming_the_parameter(tmp_path: Path) -> None:
 
 def test_a_catastrophic_pattern_cannot_hang_the_probe(tmp_path: Path) -> None:
     (tmp_path / "x.py").write_text("# " + "a" * 50_000 + "!\n")
-    t0 = time.perf_counter()
-    v = _run(tmp_path, start=r"^#\s*(a+)+$")  # exponential in a backtracking engine
-    assert time.perf_counter() - t0 < 5 and v["files"] == []
+    v = _run(tmp_path, start=r"^#\s*(a+)+$")  # exponential in a backtracking engine: the test would not end
+    assert v["files"] == []
 
 
 def test_facts_read_from_cel(plugin: Path) -> None:
