@@ -1,4 +1,4 @@
-"""JUnit report: one testcase per phase, valid against tests/schemas/junit.xsd.
+"""JUnit report: one testcase per phase of the mode, valid against tests/schemas/junit.xsd.
 
 Validation choice: lxml/xmlschema are not dependencies, so `XsdSubset` below reads the XSD
 itself with the standard library and enforces the parts of XML Schema that file uses: global
@@ -116,9 +116,10 @@ def test_junit_golden() -> None:
     tf.golden("junit.xml", render_junit(tf.flagship()))
 
 
+@pytest.mark.parametrize("include", [False, True])
 @pytest.mark.parametrize("make", [tf.flagship, tf.generic, tf.all_pass])
-def test_junit_is_valid_against_xsd(xsd: XsdSubset, make) -> None:  # type: ignore[no-untyped-def]
-    root = ET.fromstring(render_junit(make()))
+def test_junit_is_valid_against_xsd(xsd: XsdSubset, make, include: bool) -> None:  # type: ignore[no-untyped-def]
+    root = ET.fromstring(render_junit(make(), include_outside_mode=include))
     assert xsd.validate(root) == []
 
 
@@ -133,25 +134,49 @@ def test_validator_rejects_what_the_xsd_forbids(xsd: XsdSubset) -> None:
     assert xsd.validate(ET.fromstring("<testsuite/>"))  # required attributes
 
 
-def test_one_testcase_per_phase_with_status_mapping() -> None:
+def test_one_testcase_per_phase_of_the_mode_with_status_mapping() -> None:
     trace = tf.flagship()
-    suite = ET.fromstring(render_junit(trace)).find("testsuite")
-    assert suite is not None
-    counts = tuple(suite.get(k) for k in ("tests", "failures", "skipped", "errors"))
-    assert counts == ("13", "3", "6", "0")
-    cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == [p.phase for p in trace.phases]
-    for case, phase in zip(cases, trace.phases, strict=True):
-        failure, skipped = case.find("failure"), case.find("skipped")
-        if phase.status == "PASS":
-            assert failure is None and skipped is None
-        elif phase.status == "SKIPPED":
-            assert skipped is not None and skipped.get("message") == phase.reason and failure is None
-        else:
-            assert failure is not None and failure.get("type") == phase.status
-            assert failure.get("message") == phase.blocker
-        out = case.find("system-out")
-        assert out is not None and (out.text or "").startswith(f"phase: {phase.phase}\nstatus: {phase.status}\n")
+    outside = ["IMPLEMENT_ATOMIC_ADAPTATIONS", "CAPTURE_LESSONS_AND_REPORT"]
+    assert [p.phase for p in trace.phases if p.reason == "outside mode"] == outside
+    for include in (False, True):
+        suite = ET.fromstring(render_junit(trace, include_outside_mode=include)).find("testsuite")
+        assert suite is not None
+        phases = [p for p in trace.phases if include or p.phase not in outside]
+        counts = tuple(suite.get(k) for k in ("tests", "failures", "skipped", "errors"))
+        # Phases the mode does not list are not skipped tests unless asked for: a CI test view
+        # would otherwise report them skipped on every run.
+        assert counts == (("13", "3", "6", "0") if include else ("11", "3", "4", "0"))
+        cases = suite.findall("testcase")
+        assert [c.get("name") for c in cases] == [p.phase for p in phases]
+        for case, phase in zip(cases, phases, strict=True):
+            failure, skipped = case.find("failure"), case.find("skipped")
+            if phase.status == "PASS":
+                assert failure is None and skipped is None
+            elif phase.status == "SKIPPED":
+                assert skipped is not None and skipped.get("message") == phase.reason and failure is None
+            else:
+                assert failure is not None and failure.get("type") == phase.status
+                assert failure.get("message") == phase.blocker
+            out = case.find("system-out")
+            assert out is not None and (out.text or "").startswith(f"phase: {phase.phase}\nstatus: {phase.status}\n")
+        props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        assert props.get("outside_mode") == (None if include else ", ".join(outside))
+
+
+def test_a_phase_the_mode_lists_under_a_false_when_stays_a_skipped_testcase(xsd: XsdSubset) -> None:
+    """"outside mode M: <when> is false" is a phase of the mode that this run's inputs skipped: a
+    skipped test. Only phases the mode does not list ("outside mode M") are left out."""
+    trace = tf.flagship()
+    when = "outside mode final-validation: inputs.gpu_validation is false"
+    phases = [p.model_copy(update={"reason": when}) if p.phase == "CAPTURE_LESSONS_AND_REPORT" else
+              p.model_copy(update={"reason": "outside mode final-validation"}) if p.reason == "outside mode" else p
+              for p in trace.phases]
+    root = ET.fromstring(render_junit(trace.model_copy(update={"phases": phases})))
+    assert xsd.validate(root) == []
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert "IMPLEMENT_ATOMIC_ADAPTATIONS" not in cases
+    skipped = cases["CAPTURE_LESSONS_AND_REPORT"].find("skipped")
+    assert skipped is not None and skipped.get("message") == when
 
 
 def test_failure_body_lists_deciding_checks_and_values() -> None:

@@ -203,6 +203,107 @@ def test_trace_sarif_falls_back_to_rulebook_path() -> None:
                            if not r.get("relatedLocations"))
 
 
+# --- traces of a shipped rulebook: locations in the user's repository only ---------------------
+
+def _uris(log: dict[str, Any]) -> list[str]:
+    run = log["runs"][0]
+    return [loc["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]
+            for loc in r.get("locations", []) + r.get("relatedLocations", [])]
+
+
+def test_trace_sarif_of_a_shipped_rulebook_golden() -> None:
+    tf.golden("trace-shipped.sarif", trace_to_sarif(tf.shipped(), tool_version="0.1.0"))
+
+
+@pytest.mark.parametrize("path", ["<shipped>/upgrade-gpu-version.yaml",
+                                  "/usr/lib/python3/site-packages/policyrun/_shipped/rulebooks/upgrade-gpu-version.yaml",
+                                  "/opt/venv/lib/python3.12/site-packages/policyrun/_shipped/rulebooks/x.yaml"])
+def test_a_shipped_rulebooks_lines_are_never_locations(path: str) -> None:
+    """A shipped rulebook's file is inside the installed package, not the user's repository: a
+    result is placed on the code its checks read, else it has no physical location and names its
+    rule in ruleId and properties."""
+    run = validate(trace_to_sarif(tf.shipped(path), tool_version="0"))["runs"][0]
+    results = {r["ruleId"].split("/")[1]: r for r in run["results"]}
+    assert not any("shipped" in uri or "site-packages" in uri or "upgrade-gpu-version" in uri
+                   for uri in _uris({"runs": [run]}))
+    # The unit gate read only totals: no code location, so no location at all (it used to be the
+    # phase's rulebook line), and the rule is named in ruleId and properties.
+    unit = results["STATIC_AND_UNIT_GATE"]
+    assert "locations" not in unit and "relatedLocations" not in unit
+    assert unit["ruleId"] == "upgrade-gpu-version/STATIC_AND_UNIT_GATE"
+    assert unit["properties"]["rulebook"] == "upgrade-gpu-version"
+    assert unit["properties"]["phase"] == "STATIC_AND_UNIT_GATE"
+    assert unit["properties"]["checks"] == ["unit_tests_pass"]
+    # `<shipped>/NAME.yaml` is a stable name, not a path: kept for people; an installed path is not.
+    shown = unit["properties"].get("rulebook_location")
+    assert shown == ("<shipped>/upgrade-gpu-version.yaml:160:5" if path.startswith("<") else None)
+
+
+def test_located_only_leaves_out_unlocated_results_but_names_them() -> None:
+    """GitHub code scanning refuses a whole SARIF file when one result has no location."""
+    full = validate(trace_to_sarif(tf.shipped(), tool_version="0"))["runs"][0]
+    run = validate(trace_to_sarif(tf.shipped(), tool_version="0", located_only=True))["runs"][0]
+    unlocated = [r["ruleId"] for r in full["results"] if "locations" not in r]
+    assert unlocated and all("locations" in r for r in run["results"])
+    assert [r["ruleId"] for r in run["results"]] == [r["ruleId"] for r in full["results"] if "locations" in r]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [r["ruleId"] for r in run["results"]]
+    assert [r["ruleIndex"] for r in run["results"]] == list(range(len(run["results"])))
+    assert run["properties"]["unlocated"] == unlocated
+    assert "unlocated" not in full["properties"]
+    # A trace of the user's own rulebook has a location for every result: nothing to leave out.
+    assert trace_to_sarif(tf.flagship(), tool_version="0", located_only=True) == \
+        trace_to_sarif(tf.flagship(), tool_version="0")
+
+
+def test_a_disagreement_names_both_sides_and_links_them() -> None:
+    """The message the rulebook wrote names both sources; the violation is the primary location and
+    the other side a related location that the message links to (`[path:line](id)`), which is how
+    code scanning shows a related location."""
+    message = "sources disagree: pin pyproject.toml:16 = 0.26.1, but constant afd/compat.py:12 = 0.26.0 [x]"
+    check = CheckRecord(id="agree", kind="evidence", expression="size(violations) == 0", result="UNSATISFIED",
+                        outcome="BLOCKED", facts=["consts"], message=message,
+                        reads=[Read(path="derived.conflicts", value=[{"source": "afd/compat.py:12", "value": "0.26.0"}])],
+                        violations=["constant afd/compat.py:12 = 0.26.0"], location="<shipped>/r.yaml:12:9")
+    prov = {"consts": Provenance(probe="consts", kind="python.constants", params={"root": REPO},
+                                 repo=RepoState(path=REPO))}
+    trace = _trace([check], prov, status="BLOCKED")
+    phase = trace.phases[0].model_copy(update={"blocker": message, "location": "<shipped>/r.yaml:10:5"})
+    trace = trace.model_copy(update={"phases": [phase], "rulebook": trace.rulebook.model_copy(
+        update={"path": "<shipped>/r.yaml"}), "derived": [DerivedRecord(id="conflicts", expression="x",
+                                                                          facts=["consts"])]})
+    result = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]["results"][0]
+    assert [_where(x) for x in result["locations"]] == [("afd/compat.py", "%SRCROOT%", 12, 0)]
+    assert [_where(x) for x in result["relatedLocations"]] == [("pyproject.toml", "%SRCROOT%", 16, 0)]
+    assert result["relatedLocations"][0]["message"]["text"] == "named in the message of agree"
+    assert result["message"]["text"] == (
+        "AUDIT BLOCKED: sources disagree: pin [pyproject.toml:16](1) = 0.26.1, but constant afd/compat.py:12 = "
+        "0.26.0 \\[x\\]. Next allowed action: fix it")
+
+
+def test_a_message_without_links_is_left_as_written() -> None:
+    run = validate(trace_to_sarif(tf.generic(), tool_version="0"))["runs"][0]
+    assert run["results"][0]["message"]["text"] == ("TAG FAIL: tag v2.0 is not signed. Next allowed action: "
+                                                    "sign the tag with `git tag -s`")
+
+
+def test_identity_disagree_example_points_at_both_sources(tmp_path: Path) -> None:
+    """The flagship's identity-disagree example: FREEZE_IDENTITY BLOCKED because the pin says 0.26.1
+    and the constant 0.26.0. Both are files of the plugin; the shipped rulebook is neither."""
+    root = Path(__file__).parent.parent / "examples" / "identity-disagree"
+    out = tmp_path / "out"
+    code = main(["evaluate", "upgrade-gpu-version", "--mode", "planning-audit", "--inputs", str(root / "inputs.yaml"),
+                 "--facts", str(root / "facts.json"), "--out", str(out), "--format", "sarif", "--no-timestamp", "-q"])
+    assert code == 2
+    log = validate((out / "report.sarif").read_text())
+    [result] = log["runs"][0]["results"]
+    assert result["ruleId"] == "upgrade-gpu-version/FREEZE_IDENTITY"
+    assert [_where(x) for x in result["locations"]] == [("afd_plugin/compat/vllm.py", "%SRCROOT%", 12, 0)]
+    assert [_where(x) for x in result["relatedLocations"]] == [("pyproject.toml", "%SRCROOT%", 16, 0)]
+    assert "pin [pyproject.toml:16](1) = 0.26.1, but constant afd_plugin/compat/vllm.py:12" in result["message"]["text"]
+    assert not any("shipped" in uri or uri.startswith("rulebooks/") for uri in _uris(log))
+    assert result["properties"]["rulebook_location"].startswith("<shipped>/upgrade-gpu-version.yaml:")
+
+
 # --- traces: code locations from the facts a check read ------------------------------------------
 
 REPO = "/work/afd"
@@ -494,5 +595,5 @@ def test_flagship_final_audit_points_at_stale_mentions(tmp_path: Path) -> None:
     assert result["ruleId"] == "upgrade-gpu-version/FINAL_AUDIT" and result["level"] == "error"
     assert _where(result["locations"][0]) == ("Dockerfile", "%SRCROOT%", 3, 23)
     related = [_where(r) for r in result["relatedLocations"]]
-    assert ("afd_plugin/compat/vllm.py", "%SRCROOT%", 12, 37) in related
-    assert related[0][0] == "%3Cshipped%3E/upgrade-gpu-version.yaml" and related[0][1] is None
+    assert related == [("afd_plugin/compat/vllm.py", "%SRCROOT%", 12, 37)]  # the rulebook is shipped: not a location
+    assert "[afd_plugin/compat/vllm.py:12](1)" in result["message"]["text"]

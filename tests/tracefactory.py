@@ -190,6 +190,12 @@ def flagship(**overrides: Any) -> Trace:
     return Trace(**data)
 
 
+def shipped(path: str = "<shipped>/upgrade-gpu-version.yaml") -> Trace:
+    """flagship() of the shipped rulebook: every rulebook location in `path` (as the engine names a
+    shipped rulebook), or in another path to try (an installed package's file)."""
+    return Trace.model_validate_json(flagship().to_json().replace(RULEBOOK, path))
+
+
 def all_pass() -> Trace:
     """The flagship's first three phases, all PASS (planning-audit)."""
     phases = flagship_phases()[:3]

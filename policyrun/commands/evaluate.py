@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--format", default="", metavar="FMT[,FMT]",
                    help="also write reports: md, html, junit, sarif, json, github (workflow annotations), or a "
                         "report the rulebook declares under report.templates")
+    from policyrun.commands.report import add_format_options
+
+    add_format_options(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     out.add_argument("--json", action="store_true", help="print the trace as JSON to stdout")
@@ -58,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
     templates = rulebook_templates(rb.model, rb.file_of(("report",))) if args.format else None
     formats = check_formats([args.format], templates)  # before any probe runs
+    from policyrun.commands.report import format_options
+
+    options = format_options(args, formats)
     waivers = _waivers(args.waivers, args.as_of)  # checked before any probe runs
     notes: dict[str, object] = {}
     if args.facts:
@@ -71,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                      fail_on_warn=args.fail_on == "warn", waivers=waivers)
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
-    written = write_run(trace, formats, args.out, rulebook_templates=templates)
+    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)

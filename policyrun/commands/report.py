@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyrun.errors import PolicyrunError, UsageError, terminal_text
+
+if TYPE_CHECKING:
+    from policyrun.render import ReportOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
     p.add_argument("--base", type=Path, metavar="DIR", help="sarif, github: make code locations relative to DIR "
                    "(default: the repository most of the trace's probes read)")
+    add_format_options(p)
     a = p.add_argument_group("attestations (--format in-toto or vsa; docs/auditors.md)")
     a.add_argument("--sign-key", type=Path, metavar="KEY.pem",
                    help="wrap the statement in a DSSE envelope signed with this ed25519 private key")
@@ -39,6 +43,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     a.add_argument("--policy-uri", metavar="URI", help="vsa: policy.uri (default: from the rulebook's path)")
     a.add_argument("--verifier-id", metavar="URI", help="vsa: verifier.id, the identity consumers trust")
     p.set_defaults(func=run)
+
+
+def add_format_options(p: argparse.ArgumentParser) -> None:
+    """Options of one format, named after it (`report` and `evaluate` take the same ones)."""
+    p.add_argument("--junit-include-outside-mode", action="store_true",
+                   help="junit: also list phases outside the mode, as skipped testcases (default: left out)")
+    p.add_argument("--sarif-located-only", action="store_true",
+                   help="sarif: leave out results with no location (GitHub code scanning refuses a file with any)")
+
+
+def format_options(args: argparse.Namespace, formats: list[str], base: Path | None = None) -> ReportOptions:
+    """The ReportOptions the command line asks for; an option for a format not written is a
+    usage error, as a mistyped intent should not pass silently."""
+    from policyrun.render import ReportOptions
+
+    for flag, fmt in (("junit_include_outside_mode", "junit"), ("sarif_located_only", "sarif")):
+        if getattr(args, flag) and fmt not in formats:
+            raise UsageError(f"--{flag.replace('_', '-')} applies to the {fmt} report, which this command does not "
+                             f"write; add {fmt} to --format", code="R004")
+    return ReportOptions(base=base, junit_outside_mode=args.junit_include_outside_mode,
+                         sarif_located_only=args.sarif_located_only)
 
 
 def load_context(path: Path | None) -> dict[str, Any]:
@@ -74,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.traceconsistency import inconsistencies
 
     trace = load_trace(args.trace, force=args.force)
+    options = format_options(args, [args.format], base=args.base)
     if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
         from policyrun.render.intoto import AttestationOptions, attestation_text
 
@@ -87,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                          "and vsa", code="R004")
     else:
         template = args.template or _rulebook_template(trace, args.format)
-        text = render(trace, args.format, template=template, context=load_context(args.context), base=args.base)
+        text = render(trace, args.format, template=template, context=load_context(args.context), options=options)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "

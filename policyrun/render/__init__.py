@@ -8,6 +8,7 @@ lazily; importing this package costs almost nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +34,21 @@ TEMPLATED = frozenset({"md", "html"})
 ATTESTATIONS: dict[str, str] = {"in-toto": "statement.intoto.json", "vsa": "vsa.intoto.json"}
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """Options of single formats: `--base` (sarif, github), `--junit-include-outside-mode`,
+    `--sarif-located-only` (docs/reports.md)."""
+
+    base: Path | None = None  # sarif, github: code locations relative to this folder
+    junit_outside_mode: bool = False  # junit: phases outside the mode as skipped testcases
+    sarif_located_only: bool = False  # sarif: leave out results that have no location
+
+
 def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Mapping[str, Any] | None = None,
-           base: Path | None = None) -> str:
+           base: Path | None = None, options: ReportOptions | None = None) -> str:
     """One report as text. `template` replaces the built-in template of `md` or `html`."""
+    options = options or ReportOptions()
+    base = base or options.base
     if fmt == "md":
         from policyrun.render.markdown import render_markdown
         return render_markdown(trace, template=template, context=context)
@@ -46,10 +59,10 @@ def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Map
         raise UsageError(f"--template applies to md and html reports, not {fmt}", code="R004")
     if fmt == "junit":
         from policyrun.render.junit import render_junit
-        return render_junit(trace)
+        return render_junit(trace, include_outside_mode=options.junit_outside_mode)
     if fmt == "sarif":
         from policyrun.render.sarif import trace_to_sarif
-        return trace_to_sarif(trace, base_dir=base)
+        return trace_to_sarif(trace, base_dir=base, located_only=options.sarif_located_only)
     if fmt == "github":
         from policyrun.render.github import render_trace_github
         return render_trace_github(trace, base_dir=base)
@@ -98,7 +111,7 @@ def _custom_file_name(name: str, template: Path) -> str:
 
 def render_reports(trace: Trace, formats: Iterable[str], *,
                    rulebook_templates: Mapping[str, Path] | None = None,
-                   context: Mapping[str, Any] | None = None) -> dict[str, str]:
+                   context: Mapping[str, Any] | None = None, options: ReportOptions | None = None) -> dict[str, str]:
     """Each requested report rendered, by file name, in order (nothing is written).
 
     `rulebook_templates` maps report names to template paths (see `rulebook_templates()`): a name
@@ -111,7 +124,7 @@ def render_reports(trace: Trace, formats: Iterable[str], *,
     for fmt in split_formats(formats):
         if fmt in FORMATS:
             out[FORMATS[fmt]] = render(trace, fmt, template=templates.get(fmt) if fmt in TEMPLATED else None,
-                                       context=context)
+                                       context=context, options=options)
         elif fmt in templates:
             from policyrun.render.markdown import template_variables
             from policyrun.render.templating import is_html, render_template
@@ -127,24 +140,24 @@ def render_reports(trace: Trace, formats: Iterable[str], *,
 
 def write_reports(trace: Trace, formats: Iterable[str], out_dir: Path, *,
                   rulebook_templates: Mapping[str, Path] | None = None,
-                  context: Mapping[str, Any] | None = None) -> list[Path]:
+                  context: Mapping[str, Any] | None = None, options: ReportOptions | None = None) -> list[Path]:
     """Render every requested report, then write them into `out_dir` (atomically, under the
     folder's lock: see policyrun.outfiles); returns the paths written, in order. A report that
     fails to render leaves the folder untouched."""
     from policyrun.outfiles import write_files
 
-    rendered = render_reports(trace, formats, rulebook_templates=rulebook_templates, context=context)
+    rendered = render_reports(trace, formats, rulebook_templates=rulebook_templates, context=context, options=options)
     return write_files(out_dir, rendered, code="R005", fix="choose another output folder")
 
 
 def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
-              rulebook_templates: Mapping[str, Path] | None = None) -> list[Path]:
+              rulebook_templates: Mapping[str, Path] | None = None, options: ReportOptions | None = None) -> list[Path]:
     """What `evaluate --out DIR` writes: trace.json and the requested reports, rendered first and
     then written together under the folder's lock, followed by manifest.json listing them."""
     from policyrun.outfiles import write_files
 
     files = {"trace.json": trace.to_json(),
-             **render_reports(trace, formats, rulebook_templates=rulebook_templates)}
+             **render_reports(trace, formats, rulebook_templates=rulebook_templates, options=options)}
     return write_files(out_dir, files, code="U007", fix="choose another --out folder", manifest=True)
 
 

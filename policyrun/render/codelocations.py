@@ -37,6 +37,8 @@ _FILE_KINDS = frozenset({"tests.junit", "attestation", "file.read", "results"})
 _LOCATION_KINDS = frozenset({"search.regex", "search.literal", "git.diff", "python.imports", "python.constants",
                              "python.symbols", "markers", "docs.claims", "pins.package", "pins.constant",
                              "tests.junit"})
+# Folders a file of an installed package lives under: never a location in the user's repository.
+_PACKAGE_PARTS = ("/site-packages/", "/dist-packages/", "/policyrun/_shipped/")
 _SITE_KEYS = frozenset({"site", "sites", "source", "sources", "location", "locations"})
 # `path:line` with a file name that has an extension, e.g. `afd_plugin/compat/vllm.py:12`.
 _SITE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9_]*):([1-9][0-9]*)(?::([1-9][0-9]*))?(?![\w/])")
@@ -49,6 +51,7 @@ class CodeLocation:
     column: int = 0
     base: str | None = SRCROOT
     note: str = ""  # what pointed here, for people
+    site: str = ""  # `path:line` as the value or message wrote it, to link a mention of it (SARIF)
 
     @property
     def in_source_root(self) -> bool:
@@ -64,6 +67,7 @@ class _Raw:
     line: int
     column: int
     where: str
+    site: str = ""
 
 
 class Resolver:
@@ -103,14 +107,17 @@ class Resolver:
         if not posixpath.isabs(path) and root:
             path = posixpath.join(root, path)
         path = posixpath.normpath(path)
+        site = raw.site or (f"{raw.path}:{raw.line}" if raw.line else "")
         if not posixpath.isabs(path):
             # Relative to where the run happened, which CI makes the repository root.
-            return CodeLocation(path, raw.line, raw.column, None if path.startswith("../") else SRCROOT, raw.where)
+            return CodeLocation(path, raw.line, raw.column, None if path.startswith("../") else SRCROOT, raw.where,
+                                site)
         if self.root and _under(path, self.root):
-            return CodeLocation(posixpath.relpath(path, self.root), raw.line, raw.column, SRCROOT, raw.where)
+            return CodeLocation(posixpath.relpath(path, self.root), raw.line, raw.column, SRCROOT, raw.where, site)
         if repo and posixpath.isabs(repo) and _under(path, repo):
-            return CodeLocation(posixpath.relpath(path, repo), raw.line, raw.column, self._base_id(repo), raw.where)
-        return CodeLocation(path, raw.line, raw.column, None, raw.where)
+            return CodeLocation(posixpath.relpath(path, repo), raw.line, raw.column, self._base_id(repo), raw.where,
+                                site)
+        return CodeLocation(path, raw.line, raw.column, None, raw.where, site)
 
     def _base_id(self, repo: str) -> str:
         if repo not in self.bases:
@@ -133,13 +140,23 @@ class Resolver:
         return out
 
     def rulebook(self, text: str | None) -> CodeLocation | None:
-        """A rulebook `file:line:col` (a check's or phase's location) as a CodeLocation."""
+        """A rulebook `file:line:col` (a check's or phase's location) as a CodeLocation, or None
+        for a shipped rulebook: its file is inside the installed package, not the user's
+        repository, so it is no place to show a result (code scanning would list a file that
+        does not exist in the repository)."""
         loc = parse_location(text)
-        if loc is None:
+        if loc is None or is_shipped(loc.file):
             return None
-        if loc.file.startswith("<"):  # `<shipped>/...`: inside the installed package, not the repository
-            return CodeLocation(loc.file, loc.line, loc.column, None)
         return self.resolve(_Raw(loc.file, loc.line, loc.column, ""), None, None)
+
+
+def is_shipped(file: str) -> bool:
+    """Whether a rulebook file named in a trace is one policyrun ships: the trace names those
+    `<shipped>/NAME.yaml` (policyrun.locate.display_name), whether they were read from the
+    installed package or from a source checkout's rulebooks/ folder. A path into an installed
+    package (a trace written by other means) counts too."""
+    posix = file.replace("\\", "/")
+    return posix.startswith("<") or any(part in posix for part in _PACKAGE_PARTS)
 
 
 def _under(path: str, root: str) -> bool:
@@ -171,10 +188,10 @@ def _sites(text: str, where: str) -> Iterator[_Raw]:
     `dir/name.ext:line` inside it (`constant afd/x.py:12 = 0.26.0`)."""
     whole = _WHOLE_SITE.fullmatch(text.strip())
     if whole is not None:
-        yield _Raw(whole.group(1), int(whole.group(2)), int(whole.group(3) or 0), where)
+        yield _Raw(whole.group(1), int(whole.group(2)), int(whole.group(3) or 0), where, whole.group(0))
         return
     for m in _SITE.finditer(text):
-        yield _Raw(m.group(1), int(m.group(2)), int(m.group(3) or 0), where)
+        yield _Raw(m.group(1), int(m.group(2)), int(m.group(3) or 0), where, m.group(0))
 
 
 def _walk(value: Any, key: str, where: str, budget: list[int]) -> Iterator[_Raw]:
@@ -247,9 +264,11 @@ class _Collector:
             if len(self.items) < self.limit:
                 self.index[key] = len(self.items)
                 self.items.append(loc)
-        elif loc.column and not self.items[at].column:
+        else:
             old = self.items[at]
-            self.items[at] = CodeLocation(old.path, old.line, loc.column, old.base, old.note)
+            column = old.column or loc.column
+            if column != old.column or (loc.site and not old.site):
+                self.items[at] = CodeLocation(old.path, old.line, column, old.base, old.note, old.site or loc.site)
 
     @property
     def full(self) -> bool:
@@ -278,6 +297,11 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
                 add(_sites(item, where), list(check.facts))
             elif located:
                 add(_walk(item, "", where, [_MAX_NODES]), list(check.facts))
+    if check.message:
+        # The message the rulebook wrote for this verdict names the places it is about: both sides of
+        # a disagreement ("pin pyproject.toml:16 = 0.26.1, but constant afd/x.py:12 = 0.26.0"), where the
+        # violations list only the offenders.
+        add(_sites(check.message, f"named in the message of {check.id}"), list(check.facts))
     for read in check.reads:
         if read.missing or read.value is None:
             continue

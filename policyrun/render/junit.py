@@ -1,7 +1,9 @@
-"""JUnit XML: one testcase per phase, so any CI test view shows the phase pipeline.
+"""JUnit XML: one testcase per phase of the mode, so any CI test view shows the phase pipeline.
 
-Shape: the Jenkins/Surefire JUnit schema (tests/schemas/junit.xsd). PASS is a plain testcase,
-SKIPPED carries `<skipped message=reason>`, WARN passes with a `status=WARN` property and its
+Shape: the Jenkins/Surefire JUnit schema (tests/schemas/junit.xsd). Phases the mode does not list
+are not testcases (a CI test view would count them as skipped tests on every run; the suite's
+`outside_mode` property names them), unless asked for. PASS is a plain testcase, SKIPPED carries
+`<skipped message=reason>`, WARN passes with a `status=WARN` property and its
 warnings in system-out, FAIL/BLOCKED/STOPPED carry
 `<failure message=blocker type=STATUS>` whose body lists the checks that decided the phase.
 Every testcase's `<system-out>` holds the workflow's phase record.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from policyrun.render.view import FAILING, format_read, is_decisive, record_text
+from policyrun.render.view import FAILING, format_read, is_decisive, outside_mode, record_text
 from policyrun.trace import PhaseRecord, Trace
 
 # Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI). DEL,
@@ -48,13 +50,16 @@ def _record(phase: PhaseRecord) -> str:
     return text + (f"\ndefined at: {phase.location}" if phase.location else "")
 
 
-def render_junit(trace: Trace) -> str:
-    failures = sum(1 for p in trace.phases if p.status in FAILING)
-    skipped = sum(1 for p in trace.phases if p.status == "SKIPPED")
-    suites = ET.Element("testsuites", name=_x(f"policyrun {trace.rulebook.name}"), tests=str(len(trace.phases)),
+def render_junit(trace: Trace, *, include_outside_mode: bool = False) -> str:
+    """The suite; `include_outside_mode` also lists the phases outside the mode, as skipped testcases."""
+    omitted = [p.phase for p in trace.phases if not include_outside_mode and outside_mode(p, trace.mode)]
+    phases = [p for p in trace.phases if p.phase not in omitted]
+    failures = sum(1 for p in phases if p.status in FAILING)
+    skipped = sum(1 for p in phases if p.status == "SKIPPED")
+    suites = ET.Element("testsuites", name=_x(f"policyrun {trace.rulebook.name}"), tests=str(len(phases)),
                         failures=str(failures), errors="0", time="0")
     suite = ET.SubElement(suites, "testsuite", name=_x(f"{trace.rulebook.name} ({trace.mode})"),
-                          tests=str(len(trace.phases)), failures=str(failures), errors="0",
+                          tests=str(len(phases)), failures=str(failures), errors="0",
                           skipped=str(skipped), time="0")
     if trace.generated_at:
         suite.set("timestamp", _x(trace.generated_at))
@@ -66,8 +71,10 @@ def render_junit(trace: Trace) -> str:
                         ("facts.sha256", trace.facts_sha256), ("verdict", trace.verdict.id),
                         ("exit_code", str(trace.exit_code))):
         ET.SubElement(props, "property", name=name, value=_x(value))
+    if omitted:
+        ET.SubElement(props, "property", name="outside_mode", value=_x(", ".join(omitted)))
     classname = f"policyrun.{trace.rulebook.name}.{trace.mode}"
-    for phase in trace.phases:
+    for phase in phases:
         case = ET.SubElement(suite, "testcase", name=_x(phase.phase), classname=_x(classname), time="0")
         if phase.status == "SKIPPED":
             ET.SubElement(case, "skipped", message=_x(phase.reason))

@@ -3,8 +3,10 @@
 GitHub code scanning (and other SARIF viewers) show a result on the file and line its primary
 `physicalLocation` names, so URIs are relative to the source root (`uriBaseId: %SRCROOT%`) and
 regions carry 1-based `startLine`/`startColumn`. A failing phase is placed on the code its failing
-checks read (policyrun.render.codelocations), with the rulebook lines as related locations.
-Output is deterministic: results are sorted, and no timestamps are written.
+checks read (policyrun.render.codelocations), with the rulebook lines as related locations when
+the rulebook is a file of the user's repository (a shipped rulebook's file is not: it is never a
+location). Mentions of related locations in the message are embedded links, so code scanning
+shows both sides of a disagreement. Output is deterministic: results are sorted, and no timestamps are written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -151,8 +154,33 @@ def _phase_markdown(phase: PhaseRecord, code: list[CodeLocation]) -> str:
     return "\n".join(lines)
 
 
+def _escape_brackets(text: str) -> str:
+    return text.replace("[", "\\[").replace("]", "\\]")
+
+
+def _embed_links(text: str, targets: Mapping[str, int]) -> str:
+    """`path:line` mentions in a plain-text message as SARIF embedded links (`[path:line](id)`)
+    to the related locations they name: code scanning shows a related location only through a link
+    in the message. With links, literal brackets are escaped (SARIF 3.11.6); without, the text is
+    left as it is."""
+    if not targets:
+        return text
+    names = "|".join(re.escape(site) for site in sorted(targets, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w./-])({names})(?::[0-9]+)?(?![\w/])")
+    parts: list[str] = []
+    last = 0
+    for m in pattern.finditer(text):
+        parts += [_escape_brackets(text[last:m.start()]), f"[{_escape_brackets(m.group(0))}]({targets[m.group(1)]})"]
+        last = m.end()
+    if not parts:
+        return text
+    return "".join(parts) + _escape_brackets(text[last:])
+
+
 def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolver) -> dict[str, Any]:
     code = phase_locations(trace, phase, resolver)
+    # Rulebook lines are locations only when the rulebook is a file of the user's repository: a
+    # shipped rulebook's lines (Resolver.rulebook gives None) are inside the installed package.
     checks: list[tuple[CodeLocation, str | None]] = []
     for check in failing_checks(phase):
         if (loc := resolver.rulebook(check.location)) is not None:
@@ -177,12 +205,15 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
             unique.append((loc, text))
     primary, related = (unique[0], unique[1:]) if unique else (None, [])
     status = phase.status
+    text = f"{phase.phase} {status}: {phase.blocker or phase.reason}. Next allowed action: {phase.next_allowed_action}"
+    targets: dict[str, int] = {}
+    for i, (loc, _) in enumerate(related, 1):
+        if loc.site and (primary is None or loc.site != primary[0].site):
+            targets.setdefault(loc.site, i)
     result: dict[str, Any] = {
         "ruleId": f"{trace.rulebook.name}/{phase.phase}", "ruleIndex": index,
         "kind": "fail", "level": _PHASE_LEVELS[status],
-        "message": {"text": f"{phase.phase} {status}: {phase.blocker or phase.reason}. "
-                            f"Next allowed action: {phase.next_allowed_action}",
-                    "markdown": _phase_markdown(phase, code)},
+        "message": {"text": _embed_links(text, targets), "markdown": _phase_markdown(phase, code)},
     }
     if primary is not None:
         result["locations"] = [_code_location(primary[0], primary[1])]
@@ -190,41 +221,64 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
         result["relatedLocations"] = [_code_location(loc, text, ident=i) for i, (loc, text) in enumerate(related, 1)]
     result["partialFingerprints"] = {"policyrunPhase/v1": _fingerprint(trace.rulebook.name, trace.mode,
                                                                         phase.phase, status)}
-    result["properties"] = {"status": status, "reason": phase.reason,
-                            "next_allowed_action": phase.next_allowed_action,
-                            "checks": [c.id for c in failing_checks(phase)],
-                            "code_locations": len(code)}
+    props: dict[str, Any] = {"rulebook": trace.rulebook.name, "phase": phase.phase, "status": status,
+                             "reason": phase.reason, "next_allowed_action": phase.next_allowed_action,
+                             "checks": [c.id for c in failing_checks(phase)], "code_locations": len(code)}
+    if phase.location and phase_loc is None:
+        # Where the phase is defined, for people, when that is no file of this repository (a
+        # shipped rulebook is named `<shipped>/NAME.yaml`, never by its installed path).
+        shown = parse_location(phase.location)
+        if shown is not None and shown.file.startswith("<"):
+            props["rulebook_location"] = phase.location
+    result["properties"] = props
     return result
 
 
-def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: Path | None = None) -> str:
+def _phase_rule(trace: Trace, p: PhaseRecord) -> dict[str, Any]:
+    return {"id": f"{trace.rulebook.name}/{p.phase}", "name": p.phase,
+            "shortDescription": {"text": p.title or p.phase},
+            "fullDescription": {"text": f"Phase {p.phase} of rulebook {trace.rulebook.name}"},
+            "help": {"text": f"Phase {p.phase} ({p.title or p.phase}) of rulebook {trace.rulebook.name} did not "
+                             f"pass. `policyrun explain TRACE --phase {p.phase}` shows why.",
+                     "markdown": f"Phase **{p.phase}** ({p.title or p.phase}) of rulebook "
+                                 f"`{trace.rulebook.name}` did not pass.\n\n"
+                                 f"`policyrun explain trace.json --phase {p.phase}` shows each check, the values "
+                                 "it read and where they came from."},
+            "defaultConfiguration": {"level": _PHASE_LEVELS[p.status]}}
+
+
+def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: Path | None = None,
+                   located_only: bool = False) -> str:
     """A trace's failing phases as results: FAIL, BLOCKED and STOPPED are errors, WARN a warning.
 
     PASS and SKIPPED phases are not results. Each result's primary location is the first code
-    location its failing checks read (at most 20 per result), else the phase in the rulebook;
-    the rulebook lines of those checks and the other code locations are related locations.
-    URIs are relative to `base_dir` (`--base`) when given, else to the repository most probes read.
+    location its failing checks read (at most 20 per result), else the phase in the rulebook when
+    the rulebook is a file of the user's repository, else none (a shipped rulebook): the rule is
+    then named by `ruleId` and `properties` only. The rulebook lines of those checks and the other
+    code locations are related locations. URIs are relative to `base_dir` (`--base`) when given,
+    else to the repository most probes read.
+
+    `located_only` leaves out results without a location (GitHub code scanning refuses a whole
+    file when one result has none), naming them in the run's `properties.unlocated`.
     """
     if tool_version is None:
         from policyrun import __version__
         tool_version = __version__
     resolver = Resolver(trace, base_dir)
     phases = [p for p in trace.phases if p.status in _PHASE_LEVELS]
-    rules = [{"id": f"{trace.rulebook.name}/{p.phase}", "name": p.phase,
-              "shortDescription": {"text": p.title or p.phase},
-              "fullDescription": {"text": f"Phase {p.phase} of rulebook {trace.rulebook.name}"},
-              "help": {"text": f"Phase {p.phase} ({p.title or p.phase}) of rulebook {trace.rulebook.name} did not "
-                               f"pass. `policyrun explain TRACE --phase {p.phase}` shows why.",
-                       "markdown": f"Phase **{p.phase}** ({p.title or p.phase}) of rulebook "
-                                   f"`{trace.rulebook.name}` did not pass.\n\n"
-                                   f"`policyrun explain trace.json --phase {p.phase}` shows each check, the values "
-                                   "it read and where they came from."},
-              "defaultConfiguration": {"level": _PHASE_LEVELS[p.status]}}
-             for p in phases]
     results = [_phase_result(trace, p, i, resolver) for i, p in enumerate(phases)]
-    run_props = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
-                 "rulebook_sha256": trace.rulebook.sha256, "mode": trace.mode, "verdict": trace.verdict.id,
-                 "exit_code": trace.exit_code, "facts_sha256": trace.facts_sha256}
+    unlocated = [r["ruleId"] for r in results if "locations" not in r]
+    if located_only and unlocated:
+        kept = [(p, r) for p, r in zip(phases, results, strict=True) if "locations" in r]
+        phases = [p for p, _ in kept]
+        results = [{**r, "ruleIndex": i} for i, (_, r) in enumerate(kept)]
+    rules = [_phase_rule(trace, p) for p in phases]
+    run_props: dict[str, Any] = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
+                                 "rulebook_sha256": trace.rulebook.sha256, "mode": trace.mode,
+                                 "verdict": trace.verdict.id, "exit_code": trace.exit_code,
+                                 "facts_sha256": trace.facts_sha256}
+    if located_only and unlocated:
+        run_props["unlocated"] = unlocated  # left out, but never silently
     extra: dict[str, Any] = {}
     if bases := resolver.original_uri_base_ids():
         extra["originalUriBaseIds"] = bases

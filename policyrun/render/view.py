@@ -70,6 +70,13 @@ def is_decisive(check: CheckRecord) -> bool:
     return check.result not in ("SATISFIED", "NOT_APPLICABLE")
 
 
+def outside_mode(phase: PhaseRecord, mode: str) -> bool:
+    """Whether the mode does not list the phase at all (SKIPPED "outside mode M", as the interpreter
+    words it). A phase the mode lists under a `when` that is false ("outside mode M: <when> is
+    false") is part of the mode, skipped by this run's inputs."""
+    return phase.status == "SKIPPED" and phase.reason in ("outside mode", f"outside mode {mode}")
+
+
 def check_probes(check: CheckRecord) -> list[str]:
     """Probe ids backing a check: its declared facts, then any probe its reads name."""
     probes = list(check.facts)
