@@ -576,6 +576,32 @@ def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_di
     return FactsSnapshot(collected_at=utc_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))
 
 
+def unset_input_probes(facts: FactsSnapshot, deps: Mapping[str, frozenset[str]]) -> set[str]:
+    """Probes that did not run because a parameter reads an optional input that was not set
+    (`params.missing_input`), and probes that failed only because they wait for one. The rulebook
+    made them depend on that input, so their absence is a choice of the command line, not a
+    failure of collection (`collect` exits 0 for them; docs/cli.md)."""
+    unset: dict[str, bool] = {}
+    for start in facts.facts:  # depth first over the dependencies, without recursion (long chains)
+        stack, visiting = [start], {start}
+        while stack:
+            pid = stack[-1]
+            error = facts.facts[pid].error
+            if pid in unset or error is None or error.code != "dependency.failed":
+                unset.setdefault(pid, error is not None and error.code == "params.missing_input")
+                stack.pop()
+                continue
+            failing = [d for d in sorted(deps.get(pid, ())) if d in facts.facts and not facts.facts[d].ok]
+            pending = [d for d in failing if d not in unset and d not in visiting]
+            if pending:
+                stack.extend(pending)
+                visiting.update(pending)
+                continue
+            unset[pid] = bool(failing) and all(unset.get(d, False) for d in failing)
+            stack.pop()
+    return {pid for pid, yes in unset.items() if yes}
+
+
 def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot) -> list[dict[str, str]]:
     """Facts in a snapshot that this rulebook, mode and these inputs would not have collected:
     another probe kind, or other parameters (re-resolved from the rulebook over the snapshot's own

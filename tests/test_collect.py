@@ -282,7 +282,7 @@ def test_collect_command_writes_a_facts_file(demo: tuple[Path, GitRepo], tmp_pat
     assert facts.facts["head"].value["sha"] == repo.sha("v2^{commit}")
     assert facts.facts["diff"].value["totals"]["renamed"] == 1
     err = capsys.readouterr().err
-    assert re.search(r"^collect: head ok ", err, re.M) and "collect: 2 facts, 0 errors" in err
+    assert re.search(r"^collect: head ok ", err, re.M) and "collect: 2 facts, 0 failed" in err
     assert main(["evaluate", str(rules), "--mode", "audit", "--set", f"repo={repo.path}", "--facts", str(out),
                  "--out", str(tmp_path / "ev"), "-q"]) == 0
 
@@ -293,6 +293,90 @@ def test_collect_command_only_and_stdout(demo: tuple[Path, GitRepo], capsys: pyt
     snap = FactsSnapshot.model_validate(json.loads(capsys.readouterr().out))
     assert set(snap.facts) == {"head"}
     assert main(["collect", str(rules), "-m", "audit", "--set", f"repo={repo.path}", "--only", "nope"]) == 3
+
+
+INCOMPLETE = """\
+policyrun: 1
+name: incomplete
+inputs:
+  base: {type: string}
+modes:
+  audit: {phases: [P]}
+probes:
+  here: {uses: const, with: {value: 1}}
+  notes: {uses: file.read, with: {path: NOTES.yaml}}
+  base: {uses: const, with: {value: "${inputs.base}"}}
+  after_base: {uses: const, with: {value: "${facts.base}"}}
+phases:
+  - id: P
+    evidence:
+      - {id: ok, check: "facts.here == 1 && facts.notes != null && facts.after_base != null"}
+"""
+
+
+def _incomplete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rules.yaml").write_text(INCOMPLETE)
+    return tmp_path / "rules.yaml"
+
+
+def test_collect_exits_2_when_a_probe_failed_and_still_writes_the_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = _incomplete(tmp_path, monkeypatch)
+    out = tmp_path / "facts.json"
+    assert main(["collect", str(rules), "--set", "base=x", "-o", str(out)]) == 2
+    facts = load_facts(out)  # written all the same: it says what could not be collected
+    assert code(facts.facts["notes"]) == "file.not_found" and facts.facts["here"].ok
+    err = capsys.readouterr().err
+    assert "collect: 4 facts, 1 failed (notes) → " in err and "exit 2: the snapshot is incomplete" in err
+    # The snapshot evaluates: the missing fact blocks the phase, as a failed probe always does.
+    assert main(["evaluate", str(rules), "--set", "base=x", "--facts", str(out), "--out", str(tmp_path / "e"),
+                 "-q"]) == 2
+    (tmp_path / "NOTES.yaml").write_text("a: 1\n")
+    assert main(["collect", str(rules), "--set", "base=x", "-o", str(out)]) == 0
+
+
+def test_a_probe_not_run_for_an_unset_optional_input_is_no_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rulebook made `base` (and `after_base`, which reads it) depend on an optional input: not
+    passing it is the command line's choice, not a failed collection (the flagship's planning audit
+    leaves afd_base unset this way)."""
+    rules = _incomplete(tmp_path, monkeypatch)
+    (tmp_path / "NOTES.yaml").write_text("a: 1\n")
+    assert main(["collect", str(rules), "-o", "facts.json", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert {p["probe"]: (p["status"], p["error"]["code"] if p["error"] else None) for p in summary["probes"]} == {
+        "after_base": ("not_run", "dependency.failed"), "base": ("not_run", "params.missing_input"),
+        "here": ("ok", None), "notes": ("ok", None)}
+    assert (summary["exit_code"], summary["failed"], summary["not_run"]) == (0, [], ["after_base", "base"])
+    # ... but a probe that waits for a failed one has failed too.
+    (tmp_path / "NOTES.yaml").unlink()
+    assert main(["collect", str(rules), "-o", "facts.json", "--json"]) == 2
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["exit_code"], summary["failed"]) == (2, ["notes"])
+
+
+def test_collect_json_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    rules = _incomplete(tmp_path, monkeypatch)
+    assert main(["collect", str(rules), "--mode", "audit", "--set", "base=x", "-o", "out/facts.json", "--json"]) == 2
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)  # stdout holds the summary alone; progress stays on stderr
+    facts = load_facts(tmp_path / "out" / "facts.json")
+    assert summary["facts_path"] == str(tmp_path / "out" / "facts.json")
+    assert summary["facts_sha256"] == facts.digest()
+    assert (summary["rulebook"], summary["mode"], summary["count"], summary["errors"]) == (str(rules), "audit", 4, 1)
+    assert (summary["exit_code"], summary["failed"], summary["not_run"]) == (2, ["notes"], [])
+    notes = next(p for p in summary["probes"] if p["probe"] == "notes")
+    assert notes["status"] == "failed" and notes["ok"] is False and notes["kind"] == "file.read"
+    assert notes["error"] == {"code": "file.not_found", "message": facts.facts["notes"].error.message}  # type: ignore[union-attr]
+    assert [p["probe"] for p in summary["probes"]] == sorted(facts.facts)
+    assert all(isinstance(p["duration_s"], float) for p in summary["probes"] if p["ok"])
+    assert set(summary) == {"exit_code", "rulebook", "mode", "facts_path", "facts_sha256", "count", "errors",
+                            "failed", "not_run", "probes", "seconds"}
+    # --json needs a file for the snapshot: stdout is the summary's.
+    assert main(["collect", str(rules), "--json"]) == 3
+    assert "U003" in capsys.readouterr().err
 
 
 def test_probes_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -200,3 +200,59 @@ def test_report_uses_the_rulebooks_own_template_when_the_rulebook_is_unchanged(
     root = Path(__file__).resolve().parent.parent / "examples" / "planning-pass" / "expected"
     assert main(["report", str(root / "trace.json"), "--format", "md"]) == 0
     assert capsys.readouterr().out == (root / "report.md").read_text()
+
+
+# --- options of one format, on `evaluate` and `report` alike -------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "identity-disagree"
+
+
+def _junit_cases(text: str) -> list[str]:
+    return [c.get("name") or "" for c in ET.fromstring(text).iter("testcase")]
+
+
+def test_junit_outside_mode_option_on_evaluate_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """planning-audit lists 5 of the flagship's 13 phases: the other 8 are not skipped tests
+    unless asked for, with the same option on both commands."""
+    base = ["evaluate", "upgrade-gpu-version", "--mode", "planning-audit", "--inputs", str(EXAMPLE / "inputs.yaml"),
+            "--facts", str(EXAMPLE / "facts.json"), "--format", "junit", "--no-timestamp", "-q"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 2
+    assert main([*base, "--out", str(tmp_path / "b"), "--junit-include-outside-mode"]) == 2
+    default = _junit_cases((tmp_path / "a" / "junit.xml").read_text())
+    assert default == ["FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE",
+                       "PRODUCE_STAGED_PLAN"]
+    assert len(_junit_cases((tmp_path / "b" / "junit.xml").read_text())) == 13
+    capsys.readouterr()
+    trace = str(tmp_path / "a" / "trace.json")
+    assert main(["report", trace, "--format", "junit"]) == 0
+    assert _junit_cases(capsys.readouterr().out) == default
+    assert main(["report", trace, "--format", "junit", "--junit-include-outside-mode"]) == 0
+    assert len(_junit_cases(capsys.readouterr().out)) == 13
+
+
+def test_sarif_located_only_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(tf.shipped().to_json())
+    assert main(["report", str(trace), "--format", "sarif"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"][0]["results"]) == 3
+    assert main(["report", str(trace), "--format", "sarif", "--sarif-located-only"]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    assert run["results"] == [] and len(run["properties"]["unlocated"]) == 3
+
+
+@pytest.mark.parametrize("argv", [["report", "{trace}", "--format", "md", "--junit-include-outside-mode"],
+                                  ["report", "{trace}", "--format", "junit", "--sarif-located-only"],
+                                  ["report", "{trace}", "--format", "in-toto", "--sarif-located-only"],
+                                  ["evaluate", "upgrade-gpu-version", "--mode", "planning-audit", "--inputs",
+                                   str(EXAMPLE / "inputs.yaml"), "--facts", str(EXAMPLE / "facts.json"),
+                                   "--format", "md,sarif", "--junit-include-outside-mode", "--out", "{out}"]])
+def test_an_option_for_a_format_not_written_is_a_usage_error(argv: list[str], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(tf.flagship().to_json())
+    args = [a.replace("{trace}", str(trace)).replace("{out}", str(tmp_path / "out")) for a in argv]
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "R004" in err and "report, which this command does not write; " in err
+    assert ("use --format " if argv[0] == "report" else "add junit to --format") in err
+    assert not (tmp_path / "out").exists()  # refused before anything ran or was written

@@ -1,42 +1,57 @@
 """`policyrun collect`: run a rulebook's probes for one mode and write a facts snapshot.
 
-A probe that fails is recorded as an error fact, not a failed command: the snapshot says what
-could not be collected and why, and `evaluate --facts` treats those facts as missing.
+A probe that fails is recorded as an error fact, and the snapshot is written all the same: it says
+what could not be collected and why, and `evaluate --facts` treats those facts as missing. The
+command then exits 2, like a BLOCKED phase, because the facts are incomplete; a probe that did not
+run only because an optional input was not set is no failure (exit 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from policyrun.commands.evaluate import add_rulebook_args
-from policyrun.errors import EXIT_OK
+from policyrun.errors import EXIT_BLOCKED, EXIT_OK, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("collect", help="run a rulebook's probes and write a facts snapshot",
                        description="Run the probes of RULEBOOK for one mode (in parallel where their "
                                    "parameters allow) and write every fact, or the error that stopped it, with "
-                                   "provenance. Progress goes to stderr.")
+                                   "provenance. Progress goes to stderr. Exit 0 when every probe collected its "
+                                   "fact (or did not run because an optional input is unset), 2 when a probe "
+                                   "failed (the snapshot is written all the same), 3 on a usage or rulebook error.")
     add_rulebook_args(p)
     p.add_argument("--only", action="append", default=[], metavar="PROBE",
                    help="collect only this probe and the probes its parameters read (repeatable)")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="where to write the facts snapshot (default: stdout)")
+    p.add_argument("--json", action="store_true",
+                   help="print a summary as JSON on stdout: each probe's status, error and duration, and the "
+                        "snapshot's path (needs -o FILE)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.collect import collect, make_progress
+    from policyrun.collect import collect, make_progress, plan, unset_input_probes
     from policyrun.engine import load_checked
+    from policyrun.errors import terminal_text
     from policyrun.inputs import resolve_inputs, select_mode
 
+    if args.json and args.output == "-":
+        raise UsageError("--json prints the summary on stdout; write the facts snapshot with -o FILE", code="U003")
+    started = time.perf_counter()
     rb = load_checked(args.rulebook)
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
+    only = set(args.only) or None
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
-                    only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent)
+                    only=only, rulebook_dir=rb.file_of(("schemas",)).parent)
     text = facts.to_json()
     if args.output == "-":
         sys.stdout.write(text)
@@ -44,10 +59,34 @@ def run(args: argparse.Namespace) -> int:
         from policyrun.outfiles import write_file
 
         write_file(Path(args.output), text, code="U007", fix="choose another -o path")
-    errors = sorted(pid for pid, fact in facts.facts.items() if not fact.ok)
+    not_run = unset_input_probes(facts, plan(rb.model, mode, only).deps)
+    failed = sorted(pid for pid, fact in facts.facts.items() if not fact.ok and pid not in not_run)
+    code = EXIT_BLOCKED if failed else EXIT_OK
     where = "stdout" if args.output == "-" else args.output
-    detail = f" ({', '.join(errors)})" if errors else ""
-    from policyrun.errors import terminal_text
+    parts = [f"{len(facts.facts)} facts", f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else "")]
+    if not_run:
+        parts.append(f"{len(not_run)} not run for an unset input ({', '.join(sorted(not_run))})")
+    line = f"collect: {', '.join(parts)} → {where}"
+    if failed:
+        line += f"\ncollect: exit {code}: the snapshot is incomplete; evaluating it treats those facts as missing"
+    sys.stderr.write(terminal_text(line) + "\n")
+    if args.json:
+        summary = _summary(facts, rb.display, mode, Path(args.output), failed, not_run, code,
+                           time.perf_counter() - started)
+        sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    return code
 
-    sys.stderr.write(terminal_text(f"collect: {len(facts.facts)} facts, {len(errors)} errors{detail} → {where}") + "\n")
-    return EXIT_OK
+
+def _summary(facts: Any, rulebook: str, mode: str, output: Path, failed: list[str], not_run: set[str], code: int,
+             seconds: float) -> dict[str, Any]:
+    """The `--json` summary; its probe rows have the fields of the MCP `collect` tool's (docs/agents.md)."""
+    probes = []
+    for pid, fact in facts.facts.items():
+        err = fact.error
+        status = "ok" if err is None else ("not_run" if pid in not_run else "failed")
+        probes.append({"probe": pid, "kind": fact.provenance.kind, "status": status, "ok": err is None,
+                       "error": {"code": err.code, "message": err.message} if err else None,
+                       "duration_s": fact.provenance.duration_s})
+    return {"exit_code": code, "rulebook": rulebook, "mode": mode, "facts_path": str(output.resolve()),
+            "facts_sha256": facts.digest(), "count": len(probes), "errors": sum(not p["ok"] for p in probes),
+            "failed": failed, "not_run": sorted(not_run), "probes": probes, "seconds": round(seconds, 3)}

@@ -60,8 +60,9 @@ def format_options(args: argparse.Namespace, formats: list[str], base: Path | No
 
     for flag, fmt in (("junit_include_outside_mode", "junit"), ("sarif_located_only", "sarif")):
         if getattr(args, flag) and fmt not in formats:
+            fix = f"use --format {fmt}" if args.command == "report" else f"add {fmt} to --format"
             raise UsageError(f"--{flag.replace('_', '-')} applies to the {fmt} report, which this command does not "
-                             f"write; add {fmt} to --format", code="R004")
+                             f"write; {fix}", code="R004")
     return ReportOptions(base=base, junit_outside_mode=args.junit_include_outside_mode,
                          sarif_located_only=args.sarif_located_only)
 
