@@ -65,14 +65,75 @@ def test_every_phase_expands_to_its_checks() -> None:
     assert "build&#47;&#47;" not in html and "build/unit-junit.xml" in html
 
 
-def test_svg_pipeline_nodes_coloured_and_linked() -> None:
+def _svg(html: str, which: str) -> str:
+    start = html.index(f'<svg class="pipeline {which}"')
+    return html[start:html.index("</svg>", start)]
+
+
+@pytest.mark.parametrize("which", ["wide", "narrow"])
+def test_svg_pipeline_nodes_coloured_and_linked(which: str) -> None:
     trace = tf.flagship()
-    html = render_html(trace)
-    nodes = [a for t, a in _tags(html) if t == "a" and "node" in (a.get("class") or "")]
+    svg = _svg(render_html(trace), which)
+    nodes = [a for t, a in _tags(svg) if t == "a" and "node" in (a.get("class") or "")]
     assert [n["href"] for n in nodes] == [f"#phase-{p.phase}" for p in trace.phases]
     assert [n["class"] for n in nodes] == [f"node s-{p.status}" for p in trace.phases]
-    assert html.count('class="edge"') == len(trace.phases) - 1
-    assert "xmlns" not in html  # inline SVG needs no namespace URL
+    assert svg.count('class="edge"') == len(trace.phases) - 1
+    assert f'marker-end="url(#arrow-{which})"' in svg and f'<marker id="arrow-{which}"' in svg
+    assert "xmlns" not in svg  # inline SVG needs no namespace URL
+
+
+def test_pipeline_stays_legible_on_a_narrow_screen() -> None:
+    """A phone cannot show rows of four boxes: scaled to its width, their 12 px labels would be
+    about 4 px. A one-column drawing, no wider than a 320 px screen less the page's padding,
+    replaces the wide one below 720 px; above, the wide one shrinks to at most 75 % and then scrolls."""
+    from policyrun.render.view import build_view
+
+    phases = build_view(tf.flagship())["phases"]
+    narrow = pipeline_layout(phases, columns=1)
+    assert narrow["width"] <= 320 - 2 * 14 and len({n["x"] for n in narrow["nodes"]}) == 1
+    wide = pipeline_layout(phases)
+    html = render_html(tf.flagship())
+    css = html[html.index("<style>"):html.index("</style>")]
+    assert ".pipeline-scroll { overflow-x: auto;" in css
+    assert f"svg.pipeline.wide {{ width: 100%; max-width: {wide['width']}px; min-width: {wide['width'] * 3 // 4}px; }}" \
+        in css
+    assert "@media (max-width: 720px) { .pipeline-scroll.wide, .pipeline-note { display: none; } " \
+           ".pipeline-scroll.narrow { display: block; } }" in css
+    assert ".pipeline-scroll.narrow { display: none; }" in css
+    assert f'viewBox="0 0 {narrow["width"]} {narrow["height"]}" width="{narrow["width"]}"' in _svg(html, "narrow")
+
+
+def test_a_stop_condition_that_did_not_fire_is_not_shown_as_a_failure() -> None:
+    """ARCHITECTURE_GATE of the sample has a stop condition that fired and one that did not; the one
+    that did not (recorded UNSATISFIED) is muted, not a red ✗ above the check that decided."""
+    trace = tf.flagship()
+    quiet = [(p.phase, c.id) for p in trace.phases for c in p.evidence
+             if c.kind == "stop_when" and c.result == "UNSATISFIED" and c.outcome is None]
+    assert quiet
+    html = render_html(trace)
+    for phase, check in quiet:
+        section = html[html.index(f'id="phase-{phase}"'):]
+        row = section[section.rindex("<tr", 0, section.index(f"<code>{check}</code>")):]
+        row = row[:row.index("</tr>")]
+        assert row.startswith('<tr class="r-DID_NOT_FIRE">') and "– did not fire" in row
+        assert "UNSATISFIED</span>" not in row and "decisive" not in row
+    css = html[html.index("<style>"):html.index("</style>")]
+    assert ".r-DID_NOT_FIRE .rbadge { color: var(--muted); }" in css
+    assert "✗ UNSATISFIED" in html  # a check that did not hold still shows as one
+
+
+def test_provenance_shows_the_final_command_and_folds_the_others() -> None:
+    trace = tf.flagship()
+    prov = next(p for p in trace.provenance.values() if len(p.commands) > 1)
+    html = render_html(trace)
+    final, earlier = prov.commands[-1], prov.commands[:-1]
+    assert f"<div>$ <code>{final}</code></div><details class=\"cmds\"><summary>{len(earlier)} earlier command" in html
+    folded = html[html.index(f"<code>{final}</code></div><details"):]
+    folded = folded[:folded.index("</details>")]
+    assert all(f"<code>{c}</code>" in folded for c in earlier)
+    # The provenance section does the same, without the prompt.
+    section = html[html.index('<section id="provenance">'):]
+    assert f"<div><code>{final}</code></div><details class=\"cmds\">" in section
 
 
 def test_pipeline_layout_snakes_without_overlap() -> None:

@@ -2,7 +2,9 @@
 
 The phase pipeline is an SVG drawn here (geometry only; the template emits the elements, so
 every label goes through the same autoescaping as the rest of the page). Phases wrap into rows
-in a snake order so arrows stay short and never cross.
+in a snake order so arrows stay short and never cross. It is drawn twice, in rows of four and in
+one column, and the page's CSS shows the one that fits the screen: a drawing scaled down to a
+phone's width would leave its labels too small to read.
 """
 
 from __future__ import annotations
@@ -64,5 +66,6 @@ def render_html(trace: Trace, *, template: Path | None = None, context: Mapping[
 
     variables = template_variables(trace, context)
     variables["pipeline"] = pipeline_layout(variables["report"]["phases"])
+    variables["pipeline_narrow"] = pipeline_layout(variables["report"]["phases"], columns=1)
     variables["palette"] = PALETTE
     return render_template(template, BUILTIN_TEMPLATE, variables, html=True)

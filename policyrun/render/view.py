@@ -77,6 +77,12 @@ def outside_mode(phase: PhaseRecord, mode: str) -> bool:
     return phase.status == "SKIPPED" and phase.reason in ("outside mode", f"outside mode {mode}")
 
 
+def did_not_fire(check: CheckRecord) -> bool:
+    """A stop condition whose `when` was false (recorded UNSATISFIED): nothing happened, so a
+    report must not show it as a failure beside the check that decided the phase."""
+    return check.kind == "stop_when" and check.result == "UNSATISFIED" and check.outcome is None
+
+
 def check_probes(check: CheckRecord) -> list[str]:
     """Probe ids backing a check: its declared facts, then any probe its reads name."""
     probes = list(check.facts)
@@ -107,6 +113,10 @@ def provenance_view(prov: Provenance) -> dict[str, Any]:
         "kind": prov.kind,
         "params": format_value(prov.params, None) if prov.params else "",
         "commands": list(prov.commands),
+        # The last command is the one whose output became the fact (git probes first locate the
+        # repository, read its config and so on); reports show it and fold the others.
+        "command": prov.commands[-1] if prov.commands else None,
+        "earlier_commands": list(prov.commands[:-1]),
         "repo": repo,
         "sources": list(prov.sources),
         "error": error,
@@ -117,7 +127,8 @@ def provenance_view(prov: Provenance) -> dict[str, Any]:
 
 
 def _missing_provenance(probe: str) -> dict[str, Any]:
-    return {"probe": probe, "kind": "(no provenance)", "params": "", "commands": [], "repo": None, "sources": [],
+    return {"probe": probe, "kind": "(no provenance)", "params": "", "commands": [], "command": None,
+            "earlier_commands": [], "repo": None, "sources": [],
             "error": None, "duration": None, "started_at": None,
             "summary": "no provenance recorded in the trace"}
 
@@ -136,6 +147,7 @@ def _check_view(check: CheckRecord, provenance: Mapping[str, dict[str, Any]]) ->
         "message": check.message,
         "location": check.location,
         "decisive": is_decisive(check),
+        "did_not_fire": did_not_fire(check),
         "reads": [{"path": r.path, "value": None if r.missing else format_value(r.value),
                    "full_value": None if r.missing else format_value(r.value, 20000),
                    "missing": r.missing, "error": r.error, "probe": probe_of(r.path),
