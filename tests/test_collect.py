@@ -414,3 +414,44 @@ def test_a_long_chain_of_probes_is_scheduled_without_recursion(tmp_path: Path) -
     probes = {"p0": const(0)} | {f"p{i}": const(f"${{facts.p{i - 1} + 1}}") for i in range(1, 3000)}
     facts = run(rulebook(probes), tmp_path)
     assert facts["p2999"].value == 2999
+
+
+DOCS_RULEBOOK = """\
+policyrun: 1
+name: ci-facts
+inputs:
+  base: {type: string}
+modes:
+  audit: {phases: [P]}
+probes:
+  here: {uses: const, with: {value: 1}}
+  notes: {uses: file.read, with: {path: NOTES.yaml}}
+  base: {uses: const, with: {value: "${inputs.base}"}}
+phases:
+  - id: P
+    evidence:
+      - {id: ok, check: "facts.here == 1 && facts.notes != null"}
+"""
+
+
+def test_the_collect_json_shown_in_docs_cli_md_is_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md shows `collect --json` for the rulebook above: the same output, but for the
+    path, the timings (and so nothing else)."""
+    docs = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    block = docs[docs.index("$ policyrun collect rules.yaml -o facts.json --json\n"):]
+    shown = json.loads(block[block.index("\n") + 1:block.index("\n```")])
+    stderr_block = docs[docs.index("and on stderr, after a line per probe:"):]
+    stderr_lines = stderr_block[stderr_block.index("```text\n") + 8:].split("\n```")[0].splitlines()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rules.yaml").write_text(DOCS_RULEBOOK)
+    assert main(["collect", "rules.yaml", "-o", "facts.json", "--json"]) == shown["exit_code"] == 2
+    captured = capsys.readouterr()
+    actual = json.loads(captured.out)
+    assert actual["facts_path"] == str(tmp_path / "facts.json")
+    for row, doc_row in zip(actual["probes"], shown["probes"], strict=True):
+        assert (row["duration_s"] is None) == (doc_row["duration_s"] is None)
+        row["duration_s"] = doc_row["duration_s"]
+    actual.update(facts_path=shown["facts_path"], seconds=shown["seconds"])
+    assert actual == shown
+    assert captured.err.splitlines()[-2:] == stderr_lines

@@ -597,3 +597,21 @@ def test_flagship_final_audit_points_at_stale_mentions(tmp_path: Path) -> None:
     related = [_where(r) for r in result["relatedLocations"]]
     assert related == [("afd_plugin/compat/vllm.py", "%SRCROOT%", 12, 37)]  # the rulebook is shipped: not a location
     assert "[afd_plugin/compat/vllm.py:12](1)" in result["message"]["text"]
+
+
+def test_the_sarif_example_in_docs_reports_md_is_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/reports.md shows the identity-disagree result, trimmed to its rule, message text and
+    locations, and the command that writes it (run from the repository root)."""
+    root = Path(__file__).parent.parent
+    docs = (root / "docs" / "reports.md").read_text()
+    section = docs[docs.index("For the flagship's `identity-disagree` example"):]
+    command = section[section.index("```sh\n") + 6:].split("\n```")[0].replace("\\\n", " ").split()
+    shown = json.loads(section[section.index("```json\n") + 8:].split("\n```")[0])
+    assert command[:2] == ["policyrun", "evaluate"] and command[-2:] == ["--out", "/tmp/disagree"]
+    monkeypatch.chdir(root)
+    assert main([*command[1:-1], str(tmp_path), "-q"]) == 2
+    [result] = json.loads((tmp_path / "report.sarif").read_text())["runs"][0]["results"]
+    trimmed = {"ruleId": result["ruleId"], "level": result["level"], "message": {"text": result["message"]["text"]},
+               "locations": result["locations"], "relatedLocations": result["relatedLocations"]}
+    assert trimmed == shown
+    assert f"`properties.rulebook_location`: `{result['properties']['rulebook_location']}`" in " ".join(section.split())
