@@ -136,3 +136,19 @@ def test_annotation_falls_back_to_the_rulebook_line(tmp_path: Path, monkeypatch:
     upstream = next(parse(line) for line in lines if " UPSTREAM " in line)
     line = find(RULEBOOK, "- id: upstream_clean")[0]
     assert (upstream[1]["file"], upstream[1]["line"], upstream[1]["col"]) == ("policy.yaml", str(line), "9")
+
+
+def test_a_disagreement_is_annotated_at_one_side_naming_the_other(capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """identity-disagree: the constant (the violation) carries the annotation; the pin, which only
+    the check's message names, is listed as other code. The shipped rulebook is no file here."""
+    root = Path(__file__).parent.parent
+    monkeypatch.chdir(root)
+    example = "examples/identity-disagree"
+    assert main(["evaluate", "upgrade-gpu-version", "--mode", "planning-audit", "--inputs", f"{example}/inputs.yaml",
+                 "--facts", f"{example}/facts.json", "--out", str(tmp_path), "--format", "github", "-q"]) == 2
+    [line] = (tmp_path / "github-annotations.txt").read_text().splitlines()
+    name, props, message = parse(line)
+    assert (name, props["file"], props["line"]) == ("error", "afd_plugin/compat/vllm.py", "12")
+    assert "\ncode: pyproject.toml:16\n" in message

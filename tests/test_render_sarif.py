@@ -239,6 +239,17 @@ def test_a_shipped_rulebooks_lines_are_never_locations(path: str) -> None:
     assert shown == ("<shipped>/upgrade-gpu-version.yaml:160:5" if path.startswith("<") else None)
 
 
+def test_an_overlay_of_a_shipped_rulebook_is_the_users_file() -> None:
+    """An overlay in the repository that extends a shipped rulebook: the phases it did not change
+    are defined in the shipped file (no location), so a result with no code falls back to the
+    overlay, the rulebook file that is the user's."""
+    trace = tf.shipped()
+    trace = trace.model_copy(update={"rulebook": trace.rulebook.model_copy(update={"path": "policy/overlay.yaml"})})
+    run = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]
+    assert all(_where(r["locations"][0]) == ("policy/overlay.yaml", "%SRCROOT%", 1, 1) for r in run["results"])
+    assert not any("shipped" in uri for uri in _uris({"runs": [run]}))
+
+
 def test_located_only_leaves_out_unlocated_results_but_names_them() -> None:
     """GitHub code scanning refuses a whole SARIF file when one result has no location."""
     full = validate(trace_to_sarif(tf.shipped(), tool_version="0"))["runs"][0]
