@@ -129,7 +129,7 @@ def test_lint_of_a_missing_path_is_a_usage_error(project: Path) -> None:
     result = call("lint", {"paths": ["nope.yaml"]})
     out = data(result)
     assert result.is_error and out["exit_code"] == 3
-    assert out["error"]["code"] == "U001" and "neither a file nor a shipped rulebook" in out["error"]["message"]
+    assert out["error"]["code"] == "U001" and "rulebook 'nope.yaml' is not a file" in out["error"]["message"]
 
 
 @sdk

@@ -73,6 +73,18 @@ def _bind(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | No
     return rb, chosen, bound
 
 
+def _used(rb: Any) -> dict[str, Any]:
+    from policyrun.locate import SHIPPED_PREFIX
+
+    return {"rulebook": rb.display, "rulebook_shipped": rb.display.startswith(SHIPPED_PREFIX),
+            "rulebook_sha256": rb.sha256}
+
+
+def _recorded(trace: Any) -> dict[str, Any]:
+    ref = trace.rulebook
+    return {"rulebook": ref.path or ref.name, "rulebook_shipped": ref.shipped, "rulebook_sha256": ref.sha256}
+
+
 def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
     out = []
     for pid, fact in facts.facts.items():
@@ -106,7 +118,7 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
         except OSError as exc:  # same refusal as `policyrun collect -o`
             raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
         probes = _outcomes(facts, failed_only=False)
-        return CollectResult(exit_code=EXIT_OK, rulebook=rb.display, mode=chosen, facts_path=str(target.resolve()),
+        return CollectResult(exit_code=EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
                              count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,
                              seconds=round(time.perf_counter() - t0, 3))
 
@@ -139,7 +151,7 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
         used = FactsUsed(source="files" if facts_files else "collected", files=list(facts_files or []),
                          count=len(facts.facts), failed=_outcomes(facts, failed_only=True),
                          stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
-        return EvaluateResult(exit_code=trace.exit_code, rulebook=rb.display, mode=chosen,
+        return EvaluateResult(exit_code=trace.exit_code, **_used(rb), mode=chosen,
                               verdict=_verdict(trace), phases=[_phase(p) for p in trace.phases],
                               trace_path=str((Path(out_dir) / "trace.json").resolve()),
                               written=[str(p.resolve()) for p in written], facts=used,
@@ -195,7 +207,7 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         phases = [ExplainedPhase(**_phase(p).model_dump(), location=p.location,
                                  checks=[_check(c) for c in p.evidence if not failures_only or is_decisive(c)])
                   for p in chosen]
-        return ExplainResult(exit_code=EXIT_OK, text=text, verdict=_verdict(loaded), trace_exit_code=loaded.exit_code,
+        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=text, verdict=_verdict(loaded), trace_exit_code=loaded.exit_code,
                              phases=phases, inconsistencies=problems)
 
     return answer(ExplainResult, body)
@@ -212,7 +224,7 @@ def next_actions(trace: str = DEFAULT_TRACE, force: bool = False) -> NextActions
                            blocker=p.blocker) for p in loaded.phases]
         ran = [r for r in rows if r.status != "SKIPPED"]
         now = next((r for r in rows if r.status in FAILING), ran[-1] if ran else None)
-        return NextActionsResult(exit_code=EXIT_OK, mode=loaded.mode, verdict=_verdict(loaded),
+        return NextActionsResult(exit_code=EXIT_OK, **_recorded(loaded), mode=loaded.mode, verdict=_verdict(loaded),
                                  trace_exit_code=loaded.exit_code, now=now, phases=rows,
                                  inconsistencies=inconsistencies(loaded) if force else [])
 

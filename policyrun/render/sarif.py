@@ -223,8 +223,8 @@ def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: P
              for p in phases]
     results = [_phase_result(trace, p, i, resolver) for i, p in enumerate(phases)]
     run_props = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
-                 "rulebook_sha256": trace.rulebook.sha256, "mode": trace.mode, "verdict": trace.verdict.id,
-                 "exit_code": trace.exit_code, "facts_sha256": trace.facts_sha256}
+                 "rulebook_sha256": trace.rulebook.sha256, "rulebook_path": trace.rulebook.path,
+                 "mode": trace.mode, "verdict": trace.verdict.id, "exit_code": trace.exit_code, "facts_sha256": trace.facts_sha256}
     extra: dict[str, Any] = {}
     if bases := resolver.original_uri_base_ids():
         extra["originalUriBaseIds"] = bases
