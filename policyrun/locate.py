@@ -42,9 +42,9 @@ def is_path_form(ref: str) -> bool:
     return any(s in ref for s in separators) or ref.lower().endswith(_SUFFIXES)
 
 
-def resolve_ref(ref: str | None) -> Path:
-    """A rulebook argument: a path (path form, see the module doc), or the name of a shipped rulebook.
-    Without one, ./policyrun.yaml (a path, shown as one)."""
+def resolve_ref(ref: str | None, relative_to: Path | None = None) -> Path:
+    """A rulebook argument: a path (path form, see the module doc; relative to `relative_to`, else the
+    working directory), or the name of a shipped rulebook. Without one, ./policyrun.yaml."""
     if ref is None:
         default = Path("policyrun.yaml")
         if default.is_file():
@@ -53,13 +53,13 @@ def resolve_ref(ref: str | None) -> Path:
         raise UsageError(f"no rulebook given and no ./policyrun.yaml here; pass a path or a shipped "
                          f"rulebook name ({names})", code="U001")
     if is_path_form(ref):
-        path = Path(ref)
+        path = relative_to / ref if relative_to is not None else Path(ref)
         if path.is_file():
             return path
         what = "is a folder, not a rulebook file" if path.is_dir() else "is not a file"
         raise UsageError(f"rulebook {ref!r} {what}; shipped rulebooks are named without a folder or suffix "
                          f"({', '.join(shipped_rulebooks()) or 'none'})", code="U001")
-    found = shipped_or_hint(ref, Path.cwd())
+    found = shipped_or_hint(ref, relative_to or Path.cwd())
     if isinstance(found, Path):
         return found
     raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{found}", code="U001")

@@ -49,5 +49,8 @@ def run(args: argparse.Namespace) -> int:
     detail = f" ({', '.join(errors)})" if errors else ""
     from policyrun.errors import terminal_text
 
+    from policyrun.engine import rulebook_ref
+
+    sys.stderr.write(terminal_text(f"collect: {rulebook_ref(rb).identity()}") + "\n")
     sys.stderr.write(terminal_text(f"collect: {len(facts.facts)} facts, {len(errors)} errors{detail} → {where}") + "\n")
     return EXIT_OK

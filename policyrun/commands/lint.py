@@ -14,14 +14,14 @@ if TYPE_CHECKING:  # lint's start-up imports nothing it can avoid (docs/lint.md)
 
 def _paths(args: list[str]) -> list[Path]:
     """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
-    shipped rulebook stands for that file."""
+    shipped rulebook stands for that file, even where a folder of that name is here."""
     from policyrun.errors import UsageError
-    from policyrun.locate import resolve_ref
+    from policyrun.locate import is_path_form, resolve_ref, shipped_rulebooks
 
     out: list[Path] = []
     for arg in args:
         p = Path(arg)
-        if p.is_dir():
+        if p.is_dir() and (is_path_form(arg) or arg not in shipped_rulebooks()):
             # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
             files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
             if not files:
