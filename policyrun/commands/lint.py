@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # lint's start-up imports nothing it can avoid (docs/lint.md)
+    from collections.abc import Callable
+
     from policyrun.errors import Finding
 
 
@@ -42,14 +44,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def lint_paths(paths: list[str]) -> tuple[list[Path], list[Finding]]:
+def lint_paths(paths: list[str], allow: Callable[[Path], None] | None = None) -> tuple[list[Path], list[Finding]]:
     """The files PATHs name (folders searched, shipped names resolved) and their findings, sorted.
-    Shared by the command and the MCP tool."""
+    Shared by the command and the MCP tool (whose `allow` refuses a file outside its roots before any is read)."""
     from policyrun import lintcache
     from policyrun.errors import Finding
 
     findings: list[Finding] = []
     files = _paths(paths)
+    for path in files if allow else ():
+        allow(path)
     for path in files:
         # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
         cached = lintcache.lookup(path)
