@@ -84,7 +84,8 @@ def test_paths_outside_the_roots_are_refused_before_anything_is_read_or_written(
     for tool, args, what in calls:
         out = data(call(tool, args))
         assert out["exit_code"] == 3 and out["error"]["code"] == "U032", (tool, args, out)
-        assert out["error"]["message"].startswith(f"{what} ") and "outside the MCP server's roots" in out["error"]["message"]
+        message = out["error"]["message"]
+        assert message.startswith(f"{what} ") and "outside the MCP server's roots" in message
         assert "policyrun mcp --root DIR" in out["error"]["message"]
         _quotes_nothing(out)
     assert sorted(p.name for p in outside.iterdir()) == ["facts.json", "inputs.yaml", "shadow", "ship.yaml"]

@@ -52,8 +52,9 @@ def lint_paths(paths: list[str], allow: Callable[[Path], None] | None = None) ->
 
     findings: list[Finding] = []
     files = _paths(paths)
-    for path in files if allow else ():
-        allow(path)
+    if allow is not None:
+        for path in files:
+            allow(path)
     for path in files:
         # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
         cached = lintcache.lookup(path)

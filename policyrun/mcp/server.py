@@ -177,12 +177,20 @@ def _resources(server: MCPServer) -> None:
                                              path=path.resolve(), mime_type=mime, encoding="utf-8"))
 
 
+class _Server(MCPServer):
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport behind a filter that answers every malformed line (policyrun.mcp.wire)."""
+        from policyrun.mcp.wire import serve_stdio
+
+        await serve_stdio(self._lowlevel_server)
+
+
 def build_server(roots: Sequence[Path] = ()) -> MCPServer:
     """The server; its tools read and write only under `roots` (default: the working directory) and
     read the shipped rulebooks."""
     global _roots
     _roots = Roots.of(roots)
-    server: MCPServer = MCPServer("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = _Server("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for fn, hints in ((lint, _READS), (evaluate, _WRITES), (collect, _WRITES), (explain, _READS),
                       (next_actions, _READS), (probes, _READS)):
         # One line per description: docstring indentation is noise in a client's tool list.

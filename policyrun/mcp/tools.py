@@ -54,9 +54,9 @@ def lint(paths: list[str], roots: Roots | None = None) -> LintResult:
         from policyrun.commands.lint import lint_paths  # the CLI's rule for folders and shipped names
         from policyrun.locate import is_path_form, shipped_rulebooks
 
-        for arg in paths if roots else ():
-            if is_path_form(arg) or arg not in shipped_rulebooks():
-                roots.check(arg, "path")  # type: ignore[union-attr]
+        for arg in paths:
+            if roots is not None and (is_path_form(arg) or arg not in shipped_rulebooks()):
+                roots.check(arg, "path")
         files, findings = lint_paths(paths, allow=(lambda f: roots.check(f, "rulebook")) if roots else None)
         errors = sum(f.severity == "error" for f in findings)
         return LintResult(exit_code=1 if errors else EXIT_OK, files=[str(f) for f in files], errors=errors,
@@ -239,8 +239,8 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         phases = [ExplainedPhase(**_phase(p).model_dump(), location=p.location,
                                  checks=[_check(c) for c in p.evidence if not failures_only or is_decisive(c)])
                   for p in chosen]
-        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=text, verdict=_verdict(loaded), trace_exit_code=loaded.exit_code,
-                             phases=phases, inconsistencies=problems)
+        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=text, verdict=_verdict(loaded),
+                             trace_exit_code=loaded.exit_code, phases=phases, inconsistencies=problems)
 
     return answer(ExplainResult, body)
 
