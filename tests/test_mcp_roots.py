@@ -93,15 +93,17 @@ def test_paths_outside_the_roots_are_refused_before_anything_is_read_or_written(
 
 
 @sdk
-def test_configured_roots_replace_the_working_directory_and_shipped_rulebooks_stay_readable(root: Path) -> None:
+def test_configured_roots_add_folders_and_shipped_rulebooks_stay_readable(root: Path) -> None:
     outside = root.parent / "outside"
     (outside / "ship.yaml").write_text(RULEBOOK, encoding="utf-8")
-    out = data(call("lint", {"paths": [str(outside / "ship.yaml"), FLAGSHIP]}, roots=(outside,)))
-    assert out["exit_code"] == 0 and out["files"][0] == str(outside / "ship.yaml")
-    refused = data(call("lint", {"paths": ["ship.yaml"]}, roots=(outside,)))  # the cwd is no longer a root
+    (root.parent / "third").mkdir()
+    (root.parent / "third" / "ship.yaml").write_text(RULEBOOK, encoding="utf-8")
+    out = data(call("lint", {"paths": [str(outside / "ship.yaml"), "ship.yaml", FLAGSHIP]}, roots=(outside,)))
+    assert out["exit_code"] == 0 and out["files"][:2] == [str(outside / "ship.yaml"), "ship.yaml"]
+    refused = data(call("lint", {"paths": ["../third/ship.yaml"]}, roots=(outside,)))
     assert refused["error"]["code"] == "U032"
     both = data(call("evaluate", {"rulebook": "ship.yaml", "inputs": {"notes": "../outside/NOTES.md"}},
-                     roots=(root, outside)))
+                     roots=(outside,)))
     assert both["exit_code"] == 2 and both["phases"][0]["blocker"] == "no release notes at ../outside/NOTES.md"
 
 

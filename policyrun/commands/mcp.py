@@ -20,8 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--cwd", type=Path, metavar="DIR",
                    help="resolve the tools' relative paths (and a rulebook's `.` defaults) against DIR")
     p.add_argument("--root", type=Path, action="append", default=[], metavar="DIR",
-                   help="a folder the tools may read and write (repeatable; default: the working directory); "
-                        "paths outside the roots are refused (the shipped rulebooks are always readable)")
+                   help="another folder the tools may read and write besides the working directory "
+                        "(repeatable; relative to --cwd); paths outside these roots are refused (the shipped "
+                        "rulebooks are always readable)")
     p.set_defaults(func=run)
 
 

@@ -63,7 +63,7 @@ class LintResult(ToolResult):
     findings: list[FindingOut] = Field(default_factory=list, description="Sorted by file, line, column.")
 
 
-class RulebookUsed(BaseModel):
+class RulebookResult(ToolResult):
     """Which file was used, so an agent never takes a file of the checkout for a shipped rulebook."""
 
     rulebook: str = Field(default="", description="The file used: `<shipped>/NAME.yaml` for a shipped rulebook, "
@@ -111,7 +111,7 @@ class FactsUsed(BaseModel):
                                         description="With allow_stale_facts: facts collected with other parameters.")
 
 
-class EvaluateResult(ToolResult, RulebookUsed):
+class EvaluateResult(RulebookResult):
     mode: str = ""
     verdict: VerdictOut | None = None
     phases: list[PhaseOut] = Field(default_factory=list)
@@ -147,7 +147,7 @@ class ExplainedPhase(PhaseOut):
     checks: list[CheckOut] = Field(default_factory=list)
 
 
-class ExplainResult(ToolResult, RulebookUsed):
+class ExplainResult(RulebookResult):
     text: str = Field(default="", description="The explanation `policyrun explain` prints.")
     verdict: VerdictOut | None = None
     trace_exit_code: int | None = Field(default=None, description="The evaluation's exit code recorded in the trace.")
@@ -163,7 +163,7 @@ class NextAction(BaseModel):
     blocker: str | None = None
 
 
-class NextActionsResult(ToolResult, RulebookUsed):
+class NextActionsResult(RulebookResult):
     mode: str = ""
     verdict: VerdictOut | None = None
     trace_exit_code: int | None = Field(default=None, description="The evaluation's exit code recorded in the trace.")
@@ -203,7 +203,7 @@ class ProbesResult(ToolResult):
     kinds: list[ProbeKindOut] = Field(default_factory=list)
 
 
-class CollectResult(ToolResult, RulebookUsed):
+class CollectResult(RulebookResult):
     mode: str = ""
     facts_path: str | None = Field(default=None, description="The facts snapshot written; pass it to evaluate's "
                                                              "facts_files.")

@@ -2,8 +2,8 @@
 
 An MCP client (an agent, possibly steered by text in the checkout it reads) chooses every path a
 tool is given. The tools therefore read and write only under the roots: the server's working
-directory (after `--cwd`), or the folders given with `policyrun mcp --root DIR` (repeatable, in
-place of the working directory); the shipped rulebooks are always readable. A path is compared
+directory (after `--cwd`) and the folders added with `policyrun mcp --root DIR` (repeatable; the
+vLLM source beside a plugin checkout, say); the shipped rulebooks are always readable. A path is compared
 after resolving `..` and symbolic links, so a link in the checkout cannot point a tool outside.
 """
 
@@ -24,8 +24,7 @@ class Roots:
 
     @classmethod
     def of(cls, dirs: Sequence[Path] = ()) -> Roots:
-        chosen = dirs or [Path.cwd()]
-        return cls(tuple(Path(d).resolve() for d in chosen), (shipped_dir("rulebooks").resolve(),))
+        return cls(tuple(Path(d).resolve() for d in (Path.cwd(), *dirs)), (shipped_dir("rulebooks").resolve(),))
 
     def describe(self) -> str:
         return ", ".join(str(d) for d in self.dirs)
@@ -39,5 +38,5 @@ class Roots:
         verb = "write" if write else "read"
         raise UsageError(f"{what} {str(path)!r} is outside the MCP server's roots ({self.describe()}); the tools "
                          f"{verb} only under them. To allow another folder, start the server with "
-                         "`policyrun mcp --root DIR` (repeatable; it replaces the working directory as the root)",
+                         "`policyrun mcp --root DIR` (repeatable)",
                          code="U032")

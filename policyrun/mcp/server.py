@@ -36,7 +36,7 @@ Typical loop: lint the rulebook; evaluate (collects facts unless facts_files is 
 trace); next_actions on the trace for each phase's one next allowed action; explain a phase for
 the checks and values behind its status; fix; evaluate again. Relative paths resolve against the
 server's working directory; every path must lie under the server's roots (its working directory
-unless started with --root). A rulebook name without `/` or a .yaml suffix is always a shipped
+and any folder it was started with --root). A rulebook name without `/` or a .yaml suffix is always a shipped
 rulebook; write a file of the checkout as a path (./NAME)."""
 
 _ONE_AT_A_TIME = threading.Lock()
@@ -186,8 +186,8 @@ class _Server(MCPServer):
 
 
 def build_server(roots: Sequence[Path] = ()) -> MCPServer:
-    """The server; its tools read and write only under `roots` (default: the working directory) and
-    read the shipped rulebooks."""
+    """The server; its tools read and write only under the working directory and `roots`, and read
+    the shipped rulebooks."""
     global _roots
     _roots = Roots.of(roots)
     server: MCPServer = _Server("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
