@@ -19,7 +19,7 @@ from policyrun.yamlsource import MAX_BYTES, SourceMap, load_yaml_text, read_text
 
 # How a rulebook that fails to parse still shows it meant to be one: a top-level `policyrun:` key,
 # block style or (JSON, flow style) as the first key of the document.
-_MARK = re.compile(r"""^(?:policyrun[ \t]*:|\{\s*["']?policyrun["']?\s*:)""", re.M)
+_MARK = re.compile(r"""^(?:\{\s*)?["']?policyrun["']?[ \t]*:""", re.M)
 
 
 class NotARulebook(RulebookError):

@@ -131,3 +131,28 @@ def test_a_shipped_name_is_the_shipped_rulebook_and_the_result_says_which_file(r
 def test_a_root_must_be_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "--root", str(tmp_path / "nope")]) == 3
     assert "U031" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [
+    SHADOW.encode(), DOTENV.encode(),
+    b"AWS_SECRET: hunter2\ntoken: [unclosed\n",             # YAML that does not parse
+    b"API_TOKEN: sk_live_abcdef\nbad: \xff\xfe hunter2\n",  # not UTF-8
+    b"- hunter2\n- sk_live_abcdef\n",                       # not a mapping
+], ids=["shadow", "dotenv", "yaml-error", "not-utf8", "list"])
+def test_lint_never_quotes_a_file_that_is_not_a_rulebook(content: bytes, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "secrets"
+    target.write_bytes(content)
+    assert main(["lint", str(target)]) == 1
+    out = capsys.readouterr().out
+    assert out == (f"{target}:1:1: S001 this file is not a rulebook: its top level has no `policyrun:` key (a rulebook "
+                   "starts with `policyrun: 1`); its content is not shown\n")
+
+
+def test_a_rulebook_with_a_yaml_error_still_gets_the_located_error(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for text in ("policyrun: 1\nname: [unclosed\n", '{"policyrun": 1, "name": [}\n'):
+        target = tmp_path / "rb.yaml"
+        target.write_text(text, encoding="utf-8")
+        assert main(["lint", str(target)]) == 1
+        assert " Y000 YAML syntax error" in capsys.readouterr().out

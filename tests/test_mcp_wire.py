@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from test_mcp import sdk
 
-from policyrun.mcp.wire import screen
-
 ROOT = Path(__file__).resolve().parents[1]
 # A guard against the hang this fixes, far above any real reply time; no test measures time.
 REPLY_WAIT_S = 60
@@ -97,6 +95,8 @@ def test_every_malformed_line_gets_the_json_rpc_error_the_spec_names(server: sub
 
 @pytest.mark.parametrize("line,ident,code", [m for m in MALFORMED if m[2] != -32601 and m[0] != MALFORMED[-1][0]])
 def test_screen_answers_what_the_sdk_would_drop(line: str, ident: object, code: int) -> None:
+    from policyrun.mcp.wire import screen
+
     forward, reply = screen(line)
     assert not forward and reply is not None
     assert json.loads(reply) == {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": json.loads(reply)[
@@ -105,6 +105,8 @@ def test_screen_answers_what_the_sdk_would_drop(line: str, ident: object, code: 
 
 @sdk
 def test_screen_forwards_well_formed_messages_and_answers_no_notification() -> None:
+    from policyrun.mcp.wire import screen
+
     for line in ('{"jsonrpc": "2.0", "id": 1, "method": "ping"}', '{"jsonrpc": "2.0", "method": "notifications/x"}',
                  '{"jsonrpc": "2.0", "id": 1, "result": {}}'):
         assert screen(line) == (True, None)
