@@ -16,7 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("mcp", help="serve policyrun to coding agents over MCP (stdio)",
                        description="Run a Model Context Protocol server on stdin/stdout with the tools lint, "
                                    "evaluate, collect, explain, next_actions and probes (docs/agents.md). An MCP "
-                                   "client starts it; it runs until the client closes stdin. Needs the `mcp` extra.")
+                                   "client starts it; it runs until the client closes stdin. The tools read and "
+                                   "write only under the working directory and the --root folders. Needs the `mcp` "
+                                   "extra.")
     p.add_argument("--cwd", type=Path, metavar="DIR",
                    help="resolve the tools' relative paths (and a rulebook's `.` defaults) against DIR")
     p.add_argument("--root", type=Path, action="append", default=[], metavar="DIR",

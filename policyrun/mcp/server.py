@@ -36,8 +36,8 @@ Typical loop: lint the rulebook; evaluate (collects facts unless facts_files is 
 trace); next_actions on the trace for each phase's one next allowed action; explain a phase for
 the checks and values behind its status; fix; evaluate again. Relative paths resolve against the
 server's working directory; every path must lie under the server's roots (its working directory
-and any folder it was started with --root). A rulebook name without `/` or a .yaml suffix is always a shipped
-rulebook; write a file of the checkout as a path (./NAME)."""
+and any folder it was started with --root). A rulebook name without `/` or a .yaml suffix is
+always a shipped rulebook; write a file of the checkout as a path (./NAME)."""
 
 _ONE_AT_A_TIME = threading.Lock()
 # Set by build_server: where the tools may read and write (policyrun.mcp.roots).

@@ -4,6 +4,8 @@ Each one does what its CLI command does, through the same library calls (and the
 helpers where the CLI keeps a rule in one place, so both refuse the same things with the same
 codes), minus printing: stdout is the MCP wire. A `PolicyrunError` becomes `exit_code` 3 with the
 located error; anything else becomes exit 4 with a log file, as `policyrun.cli.main` does.
+Given `roots` (the server always gives them), every path a tool reads or writes is checked against
+them first (policyrun.mcp.roots).
 """
 
 from __future__ import annotations
