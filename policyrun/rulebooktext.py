@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from policyrun.errors import Location, RulebookError
 from policyrun import limits
+from policyrun.errors import Location, RulebookError
 from policyrun.yamlsource import MAX_BYTES, SourceMap, load_yaml_text, read_text
 
 # How a rulebook that fails to parse still shows it meant to be one: a top-level `policyrun:` key,
