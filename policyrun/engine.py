@@ -66,15 +66,20 @@ def now_utc() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def rulebook_ref(rb: LoadedRulebook) -> RulebookRef:
+    """How the trace (and every output) names a loaded rulebook: its file, sha256 and chain."""
+    return RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display,
+                       chain=[LayerRef(name=c.name, path=c.path, sha256=c.sha256) for c in rb.chain]
+                       if len(rb.chain) > 1 else [])
+
+
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
              timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False,
              waivers: Any = None) -> Trace:
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
     from policyrun.guard import run_guarded
 
-    ref = RulebookRef(name=rb.model.name, version=rb.model.version, sha256=rb.sha256, path=rb.display,
-                      chain=[LayerRef(name=c.name, path=c.path, sha256=c.sha256) for c in rb.chain]
-                      if len(rb.chain) > 1 else [])
+    ref = rulebook_ref(rb)
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
     # Computed before the guard forks and cached on the snapshot, so every evaluation child reads

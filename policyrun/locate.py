@@ -1,16 +1,27 @@
 """Where rulebooks are: a path, or the name of a shipped rulebook; and how each is shown.
 
+The checkout under audit is untrusted input (docs/security.md): a file in the working directory
+must never stand in for a shipped rulebook. So a rulebook argument (and an overlay's `extends:`)
+is read one of two ways, decided by how it is written, never by what files happen to exist:
+- a *path* has a path form: a separator (`./x`, `dir/x`, `/abs/x`) or a `.yaml` / `.yml` suffix;
+- anything else is a *name*, and a name only ever means a shipped rulebook.
+Shipped rulebooks are shown as `<shipped>/NAME.yaml`; every other file by a path that reads as
+one (`./x`), so no output can show a local file as if it were shipped.
+
 Kept free of pydantic and YAML imports so that `lint` can answer from its cache without them.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from policyrun.errors import UsageError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_SUFFIXES = (".yaml", ".yml")
+SHIPPED_PREFIX = "<shipped>/"
 
 
 def shipped_dir(kind: str = "rulebooks") -> Path:
@@ -25,8 +36,15 @@ def shipped_rulebooks() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.yaml")) if not p.stem.endswith(".test")} if folder.is_dir() else {}
 
 
-def resolve_ref(ref: str | None) -> Path:
-    """A rulebook argument is a path, or the name of a shipped rulebook."""
+def is_path_form(ref: str) -> bool:
+    """Whether a rulebook reference is written as a path (else it is a shipped rulebook's name)."""
+    separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
+    return any(s in ref for s in separators) or ref.lower().endswith(_SUFFIXES)
+
+
+def resolve_ref(ref: str | None, relative_to: Path | None = None) -> Path:
+    """A rulebook argument: a path (path form, see the module doc; relative to `relative_to`, else the
+    working directory), or the name of a shipped rulebook. Without one, ./policyrun.yaml."""
     if ref is None:
         default = Path("policyrun.yaml")
         if default.is_file():
@@ -34,33 +52,49 @@ def resolve_ref(ref: str | None) -> Path:
         names = ", ".join(shipped_rulebooks()) or "none"
         raise UsageError(f"no rulebook given and no ./policyrun.yaml here; pass a path or a shipped "
                          f"rulebook name ({names})", code="U001")
-    path = Path(ref)
-    if path.is_file():
-        return path
-    found = shipped_or_hint(ref)
+    if is_path_form(ref):
+        path = relative_to / ref if relative_to is not None else Path(ref)
+        if path.is_file():
+            return path
+        what = "is a folder, not a rulebook file" if path.is_dir() else "is not a file"
+        raise UsageError(f"rulebook {ref!r} {what}; shipped rulebooks are named without a folder or suffix "
+                         f"({', '.join(shipped_rulebooks()) or 'none'})", code="U001")
+    found = shipped_or_hint(ref, relative_to or Path.cwd())
     if isinstance(found, Path):
         return found
     raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{found}", code="U001")
 
 
-def shipped_or_hint(name: str) -> Path | str:
+def shipped_or_hint(name: str, folder: Path | None = None) -> Path | str:
     """The shipped rulebook called `name`, or the end of an error message saying what is shipped
-    (a did-you-mean when a name is close)."""
+    (a did-you-mean when a name is close). When `folder` holds a file called `name` (or `name.yaml`),
+    the hint says how to name that file as a path instead."""
     shipped = shipped_rulebooks()
     if name in shipped:
         return shipped[name]
+    if folder is not None:
+        for candidate in (name, *(name + s for s in _SUFFIXES)):
+            if (folder / candidate).is_file():
+                return (f"; a bare name only ever means a shipped rulebook. To use the file {candidate!r} "
+                        f"there, write it as a path: ./{candidate}")
     hint = difflib.get_close_matches(name, list(shipped), n=1)
     return f"; did you mean {hint[0]!r}?" if hint else f"; shipped rulebooks: {', '.join(shipped) or 'none'}"
 
 
-def display_name(path: Path) -> str:
-    """Shipped rulebooks are shown by a stable name, not an install-dependent absolute path."""
+def is_shipped(path: Path) -> bool:
     try:
-        resolved = path.resolve()
-        if resolved.is_relative_to(shipped_dir().resolve()):
-            return f"<shipped>/{resolved.relative_to(shipped_dir().resolve()).as_posix()}"
+        return path.resolve().is_relative_to(shipped_dir().resolve())
     except OSError:
-        pass
-    return path.as_posix()
+        return False
 
+
+def display_name(path: Path) -> str:
+    """Shipped rulebooks are shown by a stable name, not an install-dependent absolute path; any
+    other file by a path that reads as a path (`./x` for a bare file name), never as a name."""
+    if is_shipped(path):
+        return SHIPPED_PREFIX + path.resolve().relative_to(shipped_dir().resolve()).as_posix()
+    shown = path.as_posix()
+    if not path.is_absolute() and (not is_path_form(shown) or shown.startswith(SHIPPED_PREFIX.rstrip("/"))):
+        shown = "./" + shown
+    return shown
 

@@ -1,7 +1,8 @@
 """Overlays: a rulebook that `extends` another and changes only what differs.
 
-An overlay is a rulebook file with `extends: <shipped name or path>` (a path is relative to the
-overlay). It is merged onto its base as data, before validation, by these rules:
+An overlay is a rulebook file with `extends: <shipped name or path>`: a bare name is always a
+shipped rulebook; a path (`./base`, `dir/base.yaml`, a `.yaml` suffix) is relative to the
+overlay. It is merged onto its base as data, before validation, by these rules:
 
 - `name`, `version`, `description`, `report`: the overlay's replace the base's (`name` is
   required: a trace must say which policy ran);
@@ -133,14 +134,13 @@ def load_layered(path: Path, display: str, data: dict[str, Any], smap: SourceMap
     if key in seen or key == str(path.resolve()):
         raise RulebookError(f"`extends` makes a cycle through {ref!r}", code="O002", location=where)
     from policyrun.locate import display_name
-    from policyrun.yamlsource import load_yaml_text, read_text
+    from policyrun.rulebooktext import NotARulebook, not_a_rulebook, read_rulebook
 
     base_display = display_name(base_path)
-    base_text = read_text(base_path, base_display)
-    base_data, base_smap = load_yaml_text(base_text, base_display)
-    base_smap.text = base_text
-    if not isinstance(base_data, dict):
-        raise RulebookError(f"{ref!r} is not a rulebook (a YAML mapping)", code="O001", location=where)
+    try:
+        _, base_data, base_smap = read_rulebook(base_path, base_display)
+    except NotARulebook:  # located at the `extends:` that named it
+        raise not_a_rulebook(base_display, where, code="O001", what=f"`extends: {ref}`") from None
     merged_base, merged_smap, chain = load_layered(base_path, base_display, base_data, base_smap,
                                                    (*seen, str(path.resolve())))
     base_doc = _Doc(merged_base, merged_smap.origins if isinstance(merged_smap, LayeredSourceMap)
@@ -150,16 +150,21 @@ def load_layered(path: Path, display: str, data: dict[str, Any], smap: SourceMap
 
 
 def _resolve(overlay: Path, ref: str, where: Location) -> Path:
-    from policyrun.locate import shipped_or_hint
+    """`extends:` follows the rule for rulebook arguments (policyrun.locate): a path form is a file
+    relative to this overlay; a name is a shipped rulebook, never a file that happens to be here."""
+    from policyrun.locate import is_path_form, shipped_or_hint
 
-    candidate = (overlay.parent / ref)
-    if candidate.is_file():
-        return candidate
-    found = shipped_or_hint(ref)
+    if is_path_form(ref):
+        candidate = overlay.parent / ref
+        if candidate.is_file():
+            return candidate
+        raise RulebookError(f"`extends: {ref}` is not a file (a path is relative to this rulebook)", code="O001",
+                            location=where)
+    found = shipped_or_hint(ref, overlay.parent)
     if isinstance(found, Path):
         return found
-    raise RulebookError(f"`extends: {ref}` is neither a file (relative to this rulebook) nor a shipped rulebook"
-                        f"{found}", code="O001", location=where)
+    raise RulebookError(f"`extends: {ref}` is neither a file nor a shipped rulebook{found}", code="O001",
+                        location=where)
 
 
 def _merge(base: _Doc, over: dict[str, Any], smap: SourceMap) -> _Doc:

@@ -20,7 +20,8 @@ from policyrun.errors import Finding, Location, RulebookError
 from policyrun.locate import display_name, resolve_ref
 from policyrun.model import Rulebook
 from policyrun.overlay import Layer, load_layered
-from policyrun.yamlsource import NodePath, SourceMap, load_yaml_text, read_text
+from policyrun.rulebooktext import read_rulebook
+from policyrun.yamlsource import NodePath, SourceMap
 
 # Finding rulebooks lives in policyrun.locate (light enough for lint's cached path).
 
@@ -57,12 +58,7 @@ class LoadedRulebook:
 def load_rulebook(ref: str | Path | None) -> LoadedRulebook:
     path = ref if isinstance(ref, Path) else resolve_ref(ref)
     name = display_name(path)
-    text = read_text(path, name)
-    data, smap = load_yaml_text(text, name)
-    smap.text = text
-    if not isinstance(data, dict):
-        raise RulebookError("a rulebook is a YAML mapping with `policyrun: 1`, `name`, `modes` and `phases`",
-                            code="S001", location=Location(name, 1, 1))
+    text, data, smap = read_rulebook(path, name)  # a file that is not a rulebook is refused quoting nothing
     chain: list[Layer] = []
     if "extends" in data:  # an overlay: merge the chain first, keeping every node's own file
         data, smap, chain = load_layered(path, name, data, smap)

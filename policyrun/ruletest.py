@@ -73,7 +73,7 @@ class Suite(BaseModel):
     model_config = _STRICT
 
     policyrun_test: Literal[1] = 1
-    rulebook: str = Field(description="Rulebook path relative to this file, or a shipped name.")
+    rulebook: str = Field(description="A rulebook path relative to this file (`./x`, `x.yaml`), or a shipped name.")
     facts_files: list[str] = Field(default_factory=list, description="Snapshots shared by every case.")
     cases: list[Case]
 
@@ -194,8 +194,8 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
 
     suite = load_suite(path)
     base = path.parent
-    rb_ref = base / suite.rulebook
-    rb = load_checked(rb_ref if rb_ref.is_file() else resolve_ref(suite.rulebook))
+    # The rule for rulebook arguments (policyrun.locate): a path is relative to the suite, a name is shipped.
+    rb = load_checked(resolve_ref(suite.rulebook, relative_to=base))
     coverage.declare(rb)
     results: list[CaseResult] = []
     for case in suite.cases:

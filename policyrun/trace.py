@@ -115,8 +115,19 @@ class RulebookRef(BaseModel):
     name: str
     version: str
     sha256: str
-    path: str | None = None
+    path: str | None = Field(default=None, description="The file that was used: `<shipped>/NAME.yaml` for a shipped "
+                                                     "rulebook, else a path (`./x`, `dir/x.yaml`) as given.")
     chain: list[LayerRef] = Field(default_factory=list, description="An overlay's files, base first (this one last).")
+
+    @property
+    def shipped(self) -> bool:
+        return (self.path or "").startswith("<shipped>/")
+
+    def identity(self) -> str:
+        """One line naming the file that was used and its sha256, which every output shows, so a
+        rulebook read from the working directory is never taken for a shipped one."""
+        origin = "shipped" if self.shipped else "a file, not a shipped rulebook" if self.path else "path not recorded"
+        return f"rulebook {self.path or self.name} ({origin}; {self.name} {self.version}) sha256 {self.sha256}"
 
 
 class VerdictRecord(BaseModel):

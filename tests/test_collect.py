@@ -372,7 +372,7 @@ def test_collect_json_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert notes["error"] == {"code": "file.not_found", "message": facts.facts["notes"].error.message}  # type: ignore[union-attr]
     assert [p["probe"] for p in summary["probes"]] == sorted(facts.facts)
     assert all(isinstance(p["duration_s"], float) for p in summary["probes"] if p["ok"])
-    assert set(summary) == {"exit_code", "rulebook", "mode", "facts_path", "facts_sha256", "count", "errors",
+    assert set(summary) == {"exit_code", "rulebook", "rulebook_sha256", "mode", "facts_path", "facts_sha256", "count", "errors",
                             "failed", "not_run", "probes", "seconds"}
     # --json needs a file for the snapshot: stdout is the summary's.
     assert main(["collect", str(rules), "--json"]) == 3

@@ -52,18 +52,18 @@ verdicts:
 """
 
 
-def call(name: str, args: dict[str, Any], **kw: Any) -> Any:
-    return session(lambda c: c.call_tool(name, args, **kw))
+def call(name: str, args: dict[str, Any], roots: tuple[Path, ...] = (), **kw: Any) -> Any:
+    return session(lambda c: c.call_tool(name, args, **kw), roots)
 
 
-def session(fn: Callable[[Any], Awaitable[Any]]) -> Any:
+def session(fn: Callable[[Any], Awaitable[Any]], roots: tuple[Path, ...] = ()) -> Any:
     import anyio
     from mcp import Client
 
     from policyrun.mcp.server import build_server
 
     async def go() -> Any:
-        async with Client(build_server()) as client:
+        async with Client(build_server(roots)) as client:
             return await fn(client)
 
     return anyio.run(go)
@@ -129,7 +129,7 @@ def test_lint_of_a_missing_path_is_a_usage_error(project: Path) -> None:
     result = call("lint", {"paths": ["nope.yaml"]})
     out = data(result)
     assert result.is_error and out["exit_code"] == 3
-    assert out["error"]["code"] == "U001" and "neither a file nor a shipped rulebook" in out["error"]["message"]
+    assert out["error"]["code"] == "U001" and "rulebook 'nope.yaml' is not a file" in out["error"]["message"]
 
 
 @sdk
@@ -265,7 +265,8 @@ def test_flagship_example_replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     expected = json.loads((example / "expected" / "trace.json").read_text())
     out = data(call("evaluate", {"rulebook": "upgrade-gpu-version", "mode": "planning-audit",
                                  "inputs_file": "examples/planning-pass/inputs.yaml",
-                                 "facts_files": ["examples/planning-pass/facts.json"], "out_dir": str(tmp_path)}))
+                                 "facts_files": ["examples/planning-pass/facts.json"], "out_dir": str(tmp_path)},
+                    roots=(ROOT, tmp_path)))
     assert out["exit_code"] == expected["exit_code"] == 0
     assert out["verdict"]["id"] == expected["verdict"]["id"] == "plan_ready"
     assert [(p["phase"], p["status"], p["next_allowed_action"]) for p in out["phases"]] == [
@@ -277,7 +278,7 @@ def test_flagship_example_replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         (pid, {"code": f["error"]["code"], "message": f["error"]["message"]})
         for pid, f in sorted(snapshot.items()) if f.get("error")]
 
-    actions = data(call("next_actions", {"trace": out["trace_path"]}))
+    actions = data(call("next_actions", {"trace": out["trace_path"]}, roots=(tmp_path,)))
     assert actions["now"]["phase"] == "PRODUCE_STAGED_PLAN" and actions["now"]["status"] == "PASS"
     assert actions["now"]["next_allowed_action"].startswith("stop here (read-only)")
 
@@ -380,7 +381,7 @@ def test_the_server_collects_garbage_although_the_cli_entry_turned_it_off(
         def run(self, transport: str) -> None:
             seen.append(gc.isenabled())
 
-    monkeypatch.setattr(mcp_command, "_load_server", lambda: Server())
+    monkeypatch.setattr(mcp_command, "_load_server", lambda roots: Server())
     monkeypatch.chdir(tmp_path)
     was = gc.isenabled()
     gc.disable()

@@ -69,15 +69,17 @@ def run(args: argparse.Namespace) -> int:
     line = f"collect: {', '.join(parts)} → {where}"
     if failed:
         line += f"\ncollect: exit {code}: the snapshot is incomplete; evaluating it treats those facts as missing"
-    sys.stderr.write(terminal_text(line) + "\n")
+    from policyrun.engine import rulebook_ref
+
+    sys.stderr.write(terminal_text(f"collect: {rulebook_ref(rb).identity()}\n{line}") + "\n")
     if args.json:
-        summary = _summary(facts, rb.display, mode, Path(args.output), failed, not_run, code,
+        summary = _summary(facts, rb, mode, Path(args.output), failed, not_run, code,
                            time.perf_counter() - started)
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return code
 
 
-def _summary(facts: Any, rulebook: str, mode: str, output: Path, failed: list[str], not_run: set[str], code: int,
+def _summary(facts: Any, rb: Any, mode: str, output: Path, failed: list[str], not_run: set[str], code: int,
              seconds: float) -> dict[str, Any]:
     """The `--json` summary; its probe rows have the fields of the MCP `collect` tool's (docs/agents.md)."""
     probes = []
@@ -87,6 +89,6 @@ def _summary(facts: Any, rulebook: str, mode: str, output: Path, failed: list[st
         probes.append({"probe": pid, "kind": fact.provenance.kind, "status": status, "ok": err is None,
                        "error": {"code": err.code, "message": err.message} if err else None,
                        "duration_s": fact.provenance.duration_s})
-    return {"exit_code": code, "rulebook": rulebook, "mode": mode, "facts_path": str(output.resolve()),
+    return {"exit_code": code, "rulebook": rb.display, "rulebook_sha256": rb.sha256, "mode": mode, "facts_path": str(output.resolve()),
             "facts_sha256": facts.digest(), "count": len(probes), "errors": sum(not p["ok"] for p in probes),
             "failed": failed, "not_run": sorted(not_run), "probes": probes, "seconds": round(seconds, 3)}

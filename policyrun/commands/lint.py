@@ -9,19 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # lint's start-up imports nothing it can avoid (docs/lint.md)
+    from collections.abc import Callable
+
     from policyrun.errors import Finding
 
 
 def _paths(args: list[str]) -> list[Path]:
     """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
-    shipped rulebook stands for that file."""
+    shipped rulebook stands for that file, even where a folder of that name is here."""
     from policyrun.errors import UsageError
-    from policyrun.locate import resolve_ref
+    from policyrun.locate import is_path_form, resolve_ref, shipped_rulebooks
 
     out: list[Path] = []
     for arg in args:
         p = Path(arg)
-        if p.is_dir():
+        if p.is_dir() and (is_path_form(arg) or arg not in shipped_rulebooks()):
             # `*.test.yaml` files beside a rulebook are its test suites (`policyrun test`), not rulebooks.
             files = sorted(f for f in [*p.glob("*.yaml"), *p.glob("*.yml")] if not f.stem.endswith(".test"))
             if not files:
@@ -42,14 +44,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def lint_paths(paths: list[str]) -> tuple[list[Path], list[Finding]]:
+def lint_paths(paths: list[str], allow: Callable[[Path], None] | None = None) -> tuple[list[Path], list[Finding]]:
     """The files PATHs name (folders searched, shipped names resolved) and their findings, sorted.
-    Shared by the command and the MCP tool."""
+    Shared by the command and the MCP tool (whose `allow` refuses a file outside its roots before any is read)."""
     from policyrun import lintcache
     from policyrun.errors import Finding
 
     findings: list[Finding] = []
     files = _paths(paths)
+    if allow is not None:
+        for path in files:
+            allow(path)
     for path in files:
         # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
         cached = lintcache.lookup(path)

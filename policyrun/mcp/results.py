@@ -63,6 +63,15 @@ class LintResult(ToolResult):
     findings: list[FindingOut] = Field(default_factory=list, description="Sorted by file, line, column.")
 
 
+class RulebookResult(ToolResult):
+    """Which file was used, so an agent never takes a file of the checkout for a shipped rulebook."""
+
+    rulebook: str = Field(default="", description="The file used: `<shipped>/NAME.yaml` for a shipped rulebook, "
+                                                  "else its path (`./x`, `dir/x.yaml`).")
+    rulebook_shipped: bool = Field(default=False, description="True only for a rulebook shipped with policyrun.")
+    rulebook_sha256: str = Field(default="", description="sha256 of the rulebook file's bytes.")
+
+
 class VerdictOut(BaseModel):
     id: str
     summary: str = ""
@@ -102,8 +111,7 @@ class FactsUsed(BaseModel):
                                         description="With allow_stale_facts: facts collected with other parameters.")
 
 
-class EvaluateResult(ToolResult):
-    rulebook: str = ""
+class EvaluateResult(RulebookResult):
     mode: str = ""
     verdict: VerdictOut | None = None
     phases: list[PhaseOut] = Field(default_factory=list)
@@ -139,7 +147,7 @@ class ExplainedPhase(PhaseOut):
     checks: list[CheckOut] = Field(default_factory=list)
 
 
-class ExplainResult(ToolResult):
+class ExplainResult(RulebookResult):
     text: str = Field(default="", description="The explanation `policyrun explain` prints.")
     verdict: VerdictOut | None = None
     trace_exit_code: int | None = Field(default=None, description="The evaluation's exit code recorded in the trace.")
@@ -155,7 +163,7 @@ class NextAction(BaseModel):
     blocker: str | None = None
 
 
-class NextActionsResult(ToolResult):
+class NextActionsResult(RulebookResult):
     mode: str = ""
     verdict: VerdictOut | None = None
     trace_exit_code: int | None = Field(default=None, description="The evaluation's exit code recorded in the trace.")
@@ -195,8 +203,7 @@ class ProbesResult(ToolResult):
     kinds: list[ProbeKindOut] = Field(default_factory=list)
 
 
-class CollectResult(ToolResult):
-    rulebook: str = ""
+class CollectResult(RulebookResult):
     mode: str = ""
     facts_path: str | None = Field(default=None, description="The facts snapshot written; pass it to evaluate's "
                                                              "facts_files.")

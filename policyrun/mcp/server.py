@@ -10,6 +10,7 @@ next call reads mid-flight, which is simplest to keep true without concurrency.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from policyrun import __version__
 from policyrun.facts import Fact
 from policyrun.locate import shipped_dir
 from policyrun.mcp import tools
+from policyrun.mcp.roots import Roots
 from policyrun.mcp.results import (CollectResult, EvaluateResult, ExplainResult, LintResult, NextActionsResult,
                                    ProbesResult, ToolResult)
 
@@ -33,16 +35,21 @@ the rulebook is wrong (`error` names code, file, line, column), 4 internal error
 Typical loop: lint the rulebook; evaluate (collects facts unless facts_files is given; writes a
 trace); next_actions on the trace for each phase's one next allowed action; explain a phase for
 the checks and values behind its status; fix; evaluate again. Relative paths resolve against the
-server's working directory."""
+server's working directory; every path must lie under the server's roots (its working directory
+and any folder it was started with --root). A rulebook name without `/` or a .yaml suffix is
+always a shipped rulebook; write a file of the checkout as a path (./NAME)."""
 
 _ONE_AT_A_TIME = threading.Lock()
+# Set by build_server: where the tools may read and write (policyrun.mcp.roots).
+_roots = Roots.of()
 
 _READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # evaluate and collect write their trace / facts file (never into the repositories they read).
 _WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-Rulebook = Annotated[str, Field(description="A rulebook path, or the name of a shipped rulebook "
-                                            "(e.g. `upgrade-gpu-version`).")]
+Rulebook = Annotated[str, Field(description="The name of a shipped rulebook (e.g. `upgrade-gpu-version`; a bare "
+                                            "name is always the shipped one), or a path with a `/` or a .yaml "
+                                            "suffix (`./policy`, `policy.yaml`).")]
 Mode = Annotated[str | None, Field(description="The mode to run; required when the rulebook has several.")]
 Inputs = Annotated[dict[str, Any] | None, Field(description="Input values by name, typed as JSON "
                                                             "(like `--set`, highest precedence).")]
@@ -102,7 +109,7 @@ def lint(paths: Annotated[list[str], Field(min_length=1, description="Rulebook f
     """Check rulebooks for errors. Findings are located (file, line, column) and sorted; exit_code 1 when any
     finding is an error."""
     with _ONE_AT_A_TIME:
-        return _reply(tools.lint(paths))
+        return _reply(tools.lint(paths, roots=_roots))
 
 
 def evaluate(ctx: Context, rulebook: Rulebook, mode: Mode = None, inputs: Inputs = None,
@@ -114,7 +121,7 @@ def evaluate(ctx: Context, rulebook: Rulebook, mode: Mode = None, inputs: Inputs
     first unless facts_files is given; the call returns when collection and evaluation are done."""
     with _ONE_AT_A_TIME:
         return _reply(tools.evaluate(rulebook, mode, inputs, inputs_file, facts_files, out_dir, formats,
-                                     allow_stale_facts, fail_on_warn, progress=_Progress(ctx)))
+                                     allow_stale_facts, fail_on_warn, progress=_Progress(ctx), roots=_roots))
 
 
 def collect(ctx: Context, rulebook: Rulebook, mode: Mode = None, inputs: Inputs = None,
@@ -126,7 +133,8 @@ def collect(ctx: Context, rulebook: Rulebook, mode: Mode = None, inputs: Inputs 
     """Run a rulebook's probes for one mode (read-only; may take seconds to minutes) and write a facts snapshot.
     A probe that fails is recorded as an error fact, not a failed call: see each probe's ok/error."""
     with _ONE_AT_A_TIME:
-        return _reply(tools.collect(rulebook, mode, inputs, inputs_file, only, out, progress=_Progress(ctx)))
+        return _reply(tools.collect(rulebook, mode, inputs, inputs_file, only, out, progress=_Progress(ctx),
+                                    roots=_roots))
 
 
 def explain(trace: TracePath = tools.DEFAULT_TRACE,
@@ -137,7 +145,7 @@ def explain(trace: TracePath = tools.DEFAULT_TRACE,
     """Why each phase of a trace got its status: the checks that decided it, the values they read and the probes
     behind them, as text (what `policyrun explain` prints) and as structured checks. Evaluates nothing again."""
     with _ONE_AT_A_TIME:
-        return _reply(tools.explain(trace, phase, failures_only, force))
+        return _reply(tools.explain(trace, phase, failures_only, force, roots=_roots))
 
 
 def next_actions(trace: TracePath = tools.DEFAULT_TRACE, force: Force = False
@@ -145,7 +153,7 @@ def next_actions(trace: TracePath = tools.DEFAULT_TRACE, force: Force = False
     """Per phase of a trace: its status and the one next allowed action; `now` is the action to take first (the
     first FAIL, BLOCKED or STOPPED phase, else the last phase that ran)."""
     with _ONE_AT_A_TIME:
-        return _reply(tools.next_actions(trace, force))
+        return _reply(tools.next_actions(trace, force, roots=_roots))
 
 
 def probes(kind: Annotated[str | None, Field(description="One probe kind, in full (with its JSON Schemas).")] = None
@@ -169,8 +177,20 @@ def _resources(server: MCPServer) -> None:
                                              path=path.resolve(), mime_type=mime, encoding="utf-8"))
 
 
-def build_server() -> MCPServer:
-    server: MCPServer = MCPServer("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+class _Server(MCPServer):
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport behind a filter that answers every malformed line (policyrun.mcp.wire)."""
+        from policyrun.mcp.wire import serve_stdio
+
+        await serve_stdio(self._lowlevel_server)
+
+
+def build_server(roots: Sequence[Path] = ()) -> MCPServer:
+    """The server; its tools read and write only under the working directory and `roots`, and read
+    the shipped rulebooks."""
+    global _roots
+    _roots = Roots.of(roots)
+    server: MCPServer = _Server("policyrun", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for fn, hints in ((lint, _READS), (evaluate, _WRITES), (collect, _WRITES), (explain, _READS),
                       (next_actions, _READS), (probes, _READS)):
         # One line per description: docstring indentation is noise in a client's tool list.

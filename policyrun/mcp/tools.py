@@ -4,6 +4,8 @@ Each one does what its CLI command does, through the same library calls (and the
 helpers where the CLI keeps a rule in one place, so both refuse the same things with the same
 codes), minus printing: stdout is the MCP wire. A `PolicyrunError` becomes `exit_code` 3 with the
 located error; anything else becomes exit 4 with a log file, as `policyrun.cli.main` does.
+Given `roots` (the server always gives them), every path a tool reads or writes is checked against
+them first (policyrun.mcp.roots).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from policyrun.errors import EXIT_INTERNAL, EXIT_OK, PolicyrunError, UsageError
+from policyrun.mcp.roots import Roots
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
                                    FactErrorOut, FactsUsed, FieldOut, FindingOut, LintResult, NextAction,
                                    NextActionsResult, ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult,
@@ -48,11 +51,15 @@ def answer(result_type: type[R], body: Callable[[], R]) -> R:
 
 # --- lint -----------------------------------------------------------------------------------------
 
-def lint(paths: list[str]) -> LintResult:
+def lint(paths: list[str], roots: Roots | None = None) -> LintResult:
     def body() -> LintResult:
         from policyrun.commands.lint import lint_paths  # the CLI's rule for folders and shipped names
+        from policyrun.locate import is_path_form, shipped_rulebooks
 
-        files, findings = lint_paths(paths)
+        for arg in paths:
+            if roots is not None and (is_path_form(arg) or arg not in shipped_rulebooks()):
+                roots.check(arg, "path")
+        files, findings = lint_paths(paths, allow=(lambda f: roots.check(f, "rulebook")) if roots else None)
         errors = sum(f.severity == "error" for f in findings)
         return LintResult(exit_code=1 if errors else EXIT_OK, files=[str(f) for f in files], errors=errors,
                           warnings=len(findings) - errors, findings=[FindingOut.of(f) for f in findings])
@@ -63,14 +70,42 @@ def lint(paths: list[str]) -> LintResult:
 # --- collect and evaluate -------------------------------------------------------------------------
 
 def _bind(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | None,
-          inputs_file: str | None) -> tuple[Any, str, dict[str, Any]]:
+          inputs_file: str | None, roots: Roots | None) -> tuple[Any, str, dict[str, Any]]:
     from policyrun.engine import load_checked
     from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.locate import is_path_form, resolve_ref
 
-    rb = load_checked(rulebook)
+    if roots and rulebook is not None and is_path_form(rulebook):
+        roots.check(rulebook, "rulebook")  # before resolving: an error must not tell what exists outside
+    path = resolve_ref(rulebook)  # a bare name is a shipped rulebook, whatever files are here
+    if roots:
+        roots.check(path, "rulebook")
+        if inputs_file:
+            roots.check(inputs_file, "inputs_file")
+    rb = load_checked(path)
     chosen = select_mode(rb.model, mode)
     bound = resolve_inputs(rb.model, (), Path(inputs_file) if inputs_file else None, values=dict(inputs or {}))
     return rb, chosen, bound
+
+
+def _check_path_inputs(rb: Any, bound: dict[str, Any], roots: Roots | None) -> None:
+    """The folders the probes will read, as given to this call (a rulebook's own defaults are its own)."""
+    for name, spec in rb.model.inputs.items():
+        value = bound.get(name)
+        if roots and spec.type == "path" and isinstance(value, str) and value and value != spec.default:
+            roots.check(value, f"input {name}")
+
+
+def _used(rb: Any) -> dict[str, Any]:
+    from policyrun.locate import SHIPPED_PREFIX
+
+    return {"rulebook": rb.display, "rulebook_shipped": rb.display.startswith(SHIPPED_PREFIX),
+            "rulebook_sha256": rb.sha256}
+
+
+def _recorded(trace: Any) -> dict[str, Any]:
+    ref = trace.rulebook
+    return {"rulebook": ref.path or ref.name, "rulebook_shipped": ref.shipped, "rulebook_sha256": ref.sha256}
 
 
 def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
@@ -94,10 +129,13 @@ def _collect(rb: Any, mode: str, inputs: dict[str, Any], progress: Any, only: se
 
 def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
             inputs_file: str | None = None, only: list[str] | None = None, out: str = DEFAULT_FACTS,
-            progress: Any = None) -> CollectResult:
+            progress: Any = None, roots: Roots | None = None) -> CollectResult:
     def body() -> CollectResult:
         t0 = time.perf_counter()
-        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file)
+        if roots:
+            roots.check(out, "out", write=True)
+        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file, roots)
+        _check_path_inputs(rb, bound, roots)
         facts = _collect(rb, chosen, bound, progress, set(only) if only else None)
         target = Path(out)
         try:
@@ -106,7 +144,7 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
         except OSError as exc:  # same refusal as `policyrun collect -o`
             raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
         probes = _outcomes(facts, failed_only=False)
-        return CollectResult(exit_code=EXIT_OK, rulebook=rb.display, mode=chosen, facts_path=str(target.resolve()),
+        return CollectResult(exit_code=EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
                              count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,
                              seconds=round(time.perf_counter() - t0, 3))
 
@@ -116,7 +154,7 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
 def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
              inputs_file: str | None = None, facts_files: list[str] | None = None, out_dir: str = DEFAULT_OUT,
              formats: list[str] | None = None, allow_stale_facts: bool = False, fail_on_warn: bool = False,
-             timestamp: bool = True, progress: Any = None) -> EvaluateResult:
+             timestamp: bool = True, progress: Any = None, roots: Roots | None = None) -> EvaluateResult:
     def body() -> EvaluateResult:
         from policyrun.commands.evaluate import _check_snapshot  # the CLI's F005 replay check
         from policyrun.engine import evaluate as run_evaluation
@@ -124,7 +162,13 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
         from policyrun.render import check_formats, rulebook_templates, write_run
 
         t0 = time.perf_counter()
-        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file)
+        if roots:
+            roots.check(out_dir, "out_dir", write=True)
+            for p in facts_files or []:
+                roots.check(p, "facts_files")
+        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file, roots)
+        if not facts_files:
+            _check_path_inputs(rb, bound, roots)
         templates = rulebook_templates(rb.model, rb.file_of(("report",))) if formats else None
         names = check_formats(formats or [], templates)  # before any probe runs
         notes: dict[str, object] = {}
@@ -139,7 +183,7 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
         used = FactsUsed(source="files" if facts_files else "collected", files=list(facts_files or []),
                          count=len(facts.facts), failed=_outcomes(facts, failed_only=True),
                          stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
-        return EvaluateResult(exit_code=trace.exit_code, rulebook=rb.display, mode=chosen,
+        return EvaluateResult(exit_code=trace.exit_code, **_used(rb), mode=chosen,
                               verdict=_verdict(trace), phases=[_phase(p) for p in trace.phases],
                               trace_path=str((Path(out_dir) / "trace.json").resolve()),
                               written=[str(p.resolve()) for p in written], facts=used,
@@ -175,7 +219,7 @@ def _check(c: Any) -> CheckOut:
 
 
 def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only: bool = False,
-            force: bool = False) -> ExplainResult:
+            force: bool = False, roots: Roots | None = None) -> ExplainResult:
     def body() -> ExplainResult:
         from policyrun.errors import terminal_text
         from policyrun.render.explain import render_explain
@@ -183,6 +227,8 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         from policyrun.trace import load_trace
         from policyrun.traceconsistency import banner_lines, inconsistencies
 
+        if roots:
+            roots.check(trace, "trace")
         loaded = load_trace(Path(trace), force=force)
         text = render_explain(loaded, phase=phase, failures=failures_only)  # T004 for an unknown phase
         problems = inconsistencies(loaded) if force else []
@@ -195,24 +241,26 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         phases = [ExplainedPhase(**_phase(p).model_dump(), location=p.location,
                                  checks=[_check(c) for c in p.evidence if not failures_only or is_decisive(c)])
                   for p in chosen]
-        return ExplainResult(exit_code=EXIT_OK, text=text, verdict=_verdict(loaded), trace_exit_code=loaded.exit_code,
-                             phases=phases, inconsistencies=problems)
+        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=text, verdict=_verdict(loaded),
+                             trace_exit_code=loaded.exit_code, phases=phases, inconsistencies=problems)
 
     return answer(ExplainResult, body)
 
 
-def next_actions(trace: str = DEFAULT_TRACE, force: bool = False) -> NextActionsResult:
+def next_actions(trace: str = DEFAULT_TRACE, force: bool = False, roots: Roots | None = None) -> NextActionsResult:
     def body() -> NextActionsResult:
         from policyrun.render.view import FAILING
         from policyrun.trace import load_trace
         from policyrun.traceconsistency import inconsistencies
 
+        if roots:
+            roots.check(trace, "trace")
         loaded = load_trace(Path(trace), force=force)
         rows = [NextAction(phase=p.phase, title=p.title, status=p.status, next_allowed_action=p.next_allowed_action,
                            blocker=p.blocker) for p in loaded.phases]
         ran = [r for r in rows if r.status != "SKIPPED"]
         now = next((r for r in rows if r.status in FAILING), ran[-1] if ran else None)
-        return NextActionsResult(exit_code=EXIT_OK, mode=loaded.mode, verdict=_verdict(loaded),
+        return NextActionsResult(exit_code=EXIT_OK, **_recorded(loaded), mode=loaded.mode, verdict=_verdict(loaded),
                                  trace_exit_code=loaded.exit_code, now=now, phases=rows,
                                  inconsistencies=inconsistencies(loaded) if force else [])
 

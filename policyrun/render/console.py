@@ -61,6 +61,7 @@ def _rich_table(trace: Trace, stream: TextIO) -> None:
         # Text, not markup strings: blockers come from facts and may contain [brackets].
         table.add_row(Text(phase), Text(status, style=_STYLES[status]), Text(why), Text(nxt))
     console = Console(file=stream, highlight=False)
+    console.print(Text(escape_controls(trace.rulebook.identity())))
     console.print(table)
     console.print(verdict_line(trace), style=_STYLES.get(_worst(trace), ""), markup=False)
 
@@ -80,5 +81,6 @@ def print_trace(trace: Trace, *, stream: TextIO | None = None, quiet: bool = Fal
     elif out.isatty():
         _rich_table(trace, out)
     else:
+        out.write(escape_controls(trace.rulebook.identity()) + "\n")
         out.write(plain_table(trace))
         out.write(verdict_line(trace) + "\n")

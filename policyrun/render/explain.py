@@ -82,7 +82,7 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
     summary = f" — {trace.verdict.summary}" if trace.verdict.summary else ""
     out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
            f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
-           f"facts sha256 {trace.facts_sha256} · rulebook sha256 {trace.rulebook.sha256}"]
+           f"{trace.rulebook.identity()} · facts sha256 {trace.facts_sha256}"]
     if not phases:
         scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
         out += ["", f"Nothing failed: {scope} PASS or SKIPPED."]

@@ -67,8 +67,8 @@ def render_junit(trace: Trace, *, include_outside_mode: bool = False) -> str:
         suite.set("file", _x(trace.rulebook.path))
     props = ET.SubElement(suite, "properties")
     for name, value in (("rulebook", trace.rulebook.name), ("rulebook.version", trace.rulebook.version),
-                        ("rulebook.sha256", trace.rulebook.sha256), ("mode", trace.mode),
-                        ("facts.sha256", trace.facts_sha256), ("verdict", trace.verdict.id),
+                        ("rulebook.sha256", trace.rulebook.sha256), ("rulebook.path", trace.rulebook.path or ""),
+                        ("mode", trace.mode), ("facts.sha256", trace.facts_sha256), ("verdict", trace.verdict.id),
                         ("exit_code", str(trace.exit_code))):
         ET.SubElement(props, "property", name=name, value=_x(value))
     if omitted:

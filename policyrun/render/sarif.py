@@ -274,7 +274,8 @@ def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: P
         results = [{**r, "ruleIndex": i} for i, (_, r) in enumerate(kept)]
     rules = [_phase_rule(trace, p) for p in phases]
     run_props: dict[str, Any] = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
-                                 "rulebook_sha256": trace.rulebook.sha256, "mode": trace.mode,
+                                 "rulebook_sha256": trace.rulebook.sha256,
+                                 "rulebook_path": trace.rulebook.path, "mode": trace.mode,
                                  "verdict": trace.verdict.id, "exit_code": trace.exit_code,
                                  "facts_sha256": trace.facts_sha256}
     if located_only and unlocated:
