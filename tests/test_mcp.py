@@ -203,6 +203,16 @@ def test_collect_then_evaluate_the_snapshot(project: Path) -> None:
 
 
 @sdk
+def test_collect_with_a_failed_probe_answers_exit_2_like_the_cli(project: Path) -> None:
+    (project / "broken-probe.yaml").write_text(
+        "policyrun: 1\nname: broken-probe\nmodes: {audit: {phases: [P]}}\n"
+        "probes: {notes: {uses: file.read, with: {path: absent.yaml}}}\nphases: [{id: P}]\n", encoding="utf-8")
+    collected = data(call("collect", {"rulebook": "./broken-probe.yaml", "out": "snap.json"}))
+    assert collected["exit_code"] == 2 and collected["errors"] == 1
+    assert collected["probes"][0]["error"]["code"] == "file.not_found"
+
+
+@sdk
 def test_stale_facts_are_refused_as_the_cli_refuses_them(project: Path) -> None:
     facts = data(call("collect", {"rulebook": "ship.yaml", "out": "snap.json"}))["facts_path"]
     stale = data(call("evaluate", {"rulebook": "ship.yaml", "inputs": {"notes": "CHANGES.md"},

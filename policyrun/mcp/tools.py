@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from policyrun.errors import EXIT_INTERNAL, EXIT_OK, PolicyrunError, UsageError
+from policyrun.errors import EXIT_BLOCKED, EXIT_INTERNAL, EXIT_OK, PolicyrunError, UsageError
 from policyrun.mcp.roots import Roots
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
                                    FactErrorOut, FactsUsed, FieldOut, FindingOut, LintResult, NextAction,
@@ -144,7 +144,13 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
         except OSError as exc:  # same refusal as `policyrun collect -o`
             raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
         probes = _outcomes(facts, failed_only=False)
-        return CollectResult(exit_code=EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
+        from policyrun.collect import plan, unset_input_probes
+
+        # The CLI's rule (docs/cli.md): a probe that failed makes the snapshot incomplete, exit 2;
+        # one not run because the caller left an optional input unset does not.
+        not_run = unset_input_probes(facts, plan(rb.model, chosen, set(only) if only else None).deps)
+        failed = any(not p.ok and p.probe not in not_run for p in probes)
+        return CollectResult(exit_code=EXIT_BLOCKED if failed else EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
                              count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,
                              seconds=round(time.perf_counter() - t0, 3))
 
