@@ -1,0 +1,427 @@
+"""Every command output shown in README.md and docs/*.md, run again and compared with the page.
+
+A fenced block is checked when the line above it is a marker naming a *session*:
+
+    <!-- docs-output: SESSION [cwd=DIR] [before=STEP,...] [$ COMMAND] -->
+
+- Without `$ COMMAND`, the block is a terminal session: each line starting with `$ ` is a command
+  (a line ending in a backslash continues it), the lines after it, up to the next `$ `, are what it
+  printed (stdout and stderr together). With `$ COMMAND` in the marker, the whole block is what
+  that command printed (for a page that names the command in its prose).
+- Blocks of one page that name the same session run in page order in one temporary folder, set up
+  by `SESSIONS[SESSION]`; `cwd=` is relative to that folder, and `cd` in a block carries over to
+  the session's next block. `before=` runs named preparation steps (`STEPS`: writing the page's
+  rulebook, forging a trace for the auditors' page) before the block.
+- `policyrun` commands run in this process, with the clock fixed at `NOW` (a trace's
+  `generated_at`, and so a signature over it, is the same on every run); any other command runs in
+  a shell. A line that is only `...` in a shown output stands for any number of lines left out, and
+  `...` inside a line for any text; nothing else is normalised.
+- `<!-- docs-output: not run: REASON -->` marks a block of commands that cannot run here (a GPU
+  node, a network install); `tests/test_docs_outputs.py` requires one marker or the other on every
+  block that shows a `$ ` prompt, and that every sha256 a page shows is in a checked block.
+
+`python -m tests.docs_outputs [--update] [PAGE...]` (from the repository root) runs the pages and
+prints a diff for each shown output that differs; with `--update` it writes the new outputs into
+the pages, keeping the `...` elisions where the surrounding lines still match.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import difflib
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from unittest import mock
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NOW = "2026-12-02T18:03:50Z"
+ENV = {"COLUMNS": "160", "PYTHONUNBUFFERED": "1"}
+
+MARKER = re.compile(r"^\s*<!-- docs-output: (.*?) -->\s*$")
+FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+
+
+class Unavailable(Exception):
+    """A tool or package a block needs is not installed here: the rest of its session is skipped."""
+
+
+@dataclass
+class Step:
+    command: str
+    shown: list[str]
+    first: int  # index (in the page's lines) of the first shown output line
+    last: int   # one past the last
+    indent: str = ""  # the fenced block's indentation (a block inside a list item)
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    session: str
+    cwd: str | None
+    before: list[str]
+    indent: str
+    steps: list[Step]
+    not_run: str | None = None
+
+
+def blocks(page: Path, text: str | None = None) -> list[Block]:
+    """The marked fenced blocks of a page, in order."""
+    lines = (page.read_text(encoding="utf-8") if text is None else text).split("\n")
+    found: list[Block] = []
+    for i, line in enumerate(lines):
+        marker = MARKER.match(line)
+        if not marker:
+            continue
+        fence = FENCE.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if not fence:
+            raise ValueError(f"{page.name}:{i + 1}: a docs-output marker must be right above a fenced block")
+        indent = fence.group(1)
+        end = next(j for j in range(i + 2, len(lines)) if lines[j] == f"{indent}```")
+        body = [raw[len(indent):] for raw in lines[i + 2:end]]
+        spec = marker.group(1)
+        if spec.startswith("not run:"):
+            found.append(Block(page, i + 2, "", None, [], indent, [], not_run=spec[len("not run:"):].strip()))
+            continue
+        head, _, command = spec.partition("$ ")
+        words = head.split()
+        options = dict(w.split("=", 1) for w in words[1:])
+        unknown = set(options) - {"cwd", "before"}
+        if not words or unknown:
+            raise ValueError(f"{page.name}:{i + 1}: a docs-output marker is SESSION [cwd=DIR] [before=STEP,...] "
+                             f"[$ COMMAND]; unknown: {sorted(unknown)}")
+        steps = [Step(command.strip(), body, i + 2, end)] if command else _steps(body, i + 2)
+        for step in steps:
+            step.indent = indent
+        found.append(Block(page, i + 2, words[0], options.get("cwd"),
+                           [s for s in options.get("before", "").split(",") if s], indent, steps))
+    return found
+
+
+def _steps(body: list[str], offset: int) -> list[Step]:
+    steps: list[Step] = []
+    i = 0
+    while i < len(body):
+        if not body[i].startswith("$ "):
+            raise ValueError(f"line {offset + i + 1}: output before the first `$ ` command")
+        command = body[i][2:]
+        while command.endswith("\\"):
+            i += 1
+            command = command[:-1] + " " + body[i].strip()
+        i += 1
+        start = i
+        while i < len(body) and not body[i].startswith("$ "):
+            i += 1
+        steps.append(Step(command, body[start:i], offset + start, offset + i))
+    return steps
+
+
+# --- sessions and preparation steps --------------------------------------------------------------
+
+@dataclass
+class Session:
+    root: Path
+    cwd: Path
+    must_stay_clean: list[Path] = field(default_factory=list)  # git checkouts the commands must not litter
+
+
+def _checkout(root: Path) -> Path:
+    """The repository root, for pages that run commands from it (`examples/...` paths)."""
+    for name in ("examples", "rulebooks"):
+        (root / name).symlink_to(ROOT / name)
+    return root
+
+
+def _identity_disagree(root: Path) -> Path:
+    """A folder holding copies of the shipped scenario's facts and inputs (docs/auditors.md)."""
+    for name in ("facts.json", "inputs.yaml"):
+        shutil.copy(ROOT / "examples" / "identity-disagree" / name, root / name)
+    return root
+
+
+def _first_rulebook(root: Path) -> Path:
+    """A clean git checkout holding the walkthrough's files (`policyrun/`, with the project's
+    .gitignore), and `e2e-gate/`, the scratch folder the walkthrough starts in."""
+    checkout = root / "policyrun"
+    shutil.copytree(ROOT / "examples" / "first-rulebook", checkout / "examples" / "first-rulebook")
+    shutil.copy(ROOT / ".gitignore", checkout / ".gitignore")
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", "-A")
+    _git(checkout, "-c", "user.name=docs", "-c", "user.email=docs@example.invalid", "commit", "-qm", "walkthrough")
+    (root / "e2e-gate").mkdir()
+    return checkout
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}).stdout
+
+
+SESSIONS: dict[str, Callable[[Path], Path]] = {
+    "checkout": _checkout,
+    "identity-disagree": _identity_disagree,
+    "first-rulebook": _first_rulebook,
+}
+
+
+def _yaml_block(page: str, starts: str) -> str:
+    [found] = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if b.startswith(starts)]
+    return found
+
+
+def _write_first_rulebook(session: Session, page: str) -> None:
+    (session.cwd / "e2e-gate.yaml").write_text(_yaml_block(page, "policyrun: 1\nname: e2e-gate\n"))
+
+
+def _edit(old: str, new: str) -> Callable[[Session, str], None]:
+    def edit(session: Session, page: str) -> None:
+        path = session.cwd / "e2e-gate.yaml"
+        text = path.read_text()
+        assert old in text, f"{old!r} is not in the rulebook"
+        path.write_text(text.replace(old, new))
+    return edit
+
+
+def _forge_traces(session: Session, page: str) -> None:
+    """docs/auditors.md: a careful forger's edited trace, a trace whose rulebook sha256 was
+    rewritten, and facts changed after the evaluation."""
+    trace = json.loads((session.cwd / ".policyrun" / "trace.json").read_text())
+    edited = json.loads(json.dumps(trace))
+    [phase] = [p for p in edited["phases"] if p["phase"] == "FREEZE_IDENTITY"]
+    [check] = [c for c in phase["evidence"] if c["id"] == "sources_agree"]
+    phase["status"], phase["blocker"] = "PASS", None
+    check["result"], check["outcome"], check["message"] = "SATISFIED", None, None
+    edited["exit_code"] = 0
+    (session.cwd / "edited-trace.json").write_text(json.dumps(edited, indent=2))
+    resigned = json.loads(json.dumps(trace))
+    resigned["rulebook"]["sha256"] = "0" * 64
+    (session.cwd / "resigned-trace.json").write_text(json.dumps(resigned, indent=2))
+    facts = json.loads((session.cwd / "facts.json").read_text())
+    facts["facts"]["vllm_pins"]["value"]["sources"][0]["version"] = "0.26.0"
+    (session.cwd / "facts-edited.json").write_text(json.dumps(facts, indent=2))
+
+
+def _demo_keys(session: Session, page: str) -> None:
+    """Fixed ed25519 keys in place of the ones `openssl genpkey` made, so the keyids and signatures
+    the page shows are the same on every run."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    except ImportError as exc:
+        raise Unavailable("cryptography (pip install '.[sign]')") from exc
+    for name, public_only in (("signer", False), ("other", True)):
+        key = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(f"policyrun docs {name}".encode()).digest())
+        if not public_only:
+            (session.cwd / f"{name}.pem").write_bytes(key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        (session.cwd / f"{name}.pub.pem").write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def _tamper(session: Session, page: str) -> None:
+    """docs/auditors.md: the signed envelope with `"exitCode": 2` changed to 0 inside its payload."""
+    envelope = json.loads((session.cwd / "verdict.intoto.json").read_text())
+    payload = base64.b64decode(envelope["payload"]).decode()
+    assert '"exitCode": 2' in payload
+    envelope["payload"] = base64.b64encode(payload.replace('"exitCode": 2', '"exitCode": 0').encode()).decode()
+    (session.cwd / "tampered.intoto.json").write_text(json.dumps(envelope, indent=2))
+
+
+STEPS: dict[str, Callable[[Session, str], None]] = {
+    "first-rulebook": _write_first_rulebook,
+    "typo-okay": _edit("facts.pytest_cli.ok\n", "facts.pytest_cli.okay\n"),
+    "no-exec": _edit("exec: true", "exec: false"),
+    "forge-traces": _forge_traces,
+    "demo-keys": _demo_keys,
+    "tamper": _tamper,
+}
+
+
+# --- running -------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _environment(cwd: Path, extra: dict[str, str]) -> Iterator[None]:
+    saved_cwd, saved_env = Path.cwd(), dict(os.environ)
+    os.chdir(cwd)
+    os.environ.update({**ENV, **extra})
+    try:
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def run_command(session: Session, command: str) -> str:
+    """What `command` prints in the session's folder (stdout and stderr, interleaved)."""
+    words = shlex.split(command, comments=True)
+    env: dict[str, str] = {}
+    while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if words[0] == "cd":
+        session.cwd = (session.cwd / words[1]).resolve()
+        return ""
+    if words[0] == "policyrun":
+        from policyrun.cli import main
+
+        out = io.StringIO()
+        with _environment(session.cwd, env), mock.patch("policyrun.engine.now_utc", return_value=NOW), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                main(words[1:])
+            except SystemExit:
+                pass
+        return out.getvalue()
+    if shutil.which(words[0]) is None:
+        raise Unavailable(words[0])
+    proc = subprocess.run(command, shell=True, cwd=session.cwd, env={**os.environ, **ENV, **env},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    return proc.stdout
+
+
+def _clean(lines: list[str]) -> list[str]:
+    out = [line.rstrip() for line in lines]
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def _elided(line: str) -> bool:
+    return line.strip() == "..."
+
+
+def _line_matches(shown: str, actual: str) -> bool:
+    if shown == actual:
+        return True
+    return "..." in shown and re.fullmatch(".*?".join(map(re.escape, shown.split("..."))), actual) is not None
+
+
+def matches(shown: list[str], actual: list[str]) -> bool:
+    """`shown` is `actual` with some lines (a `...` line) or parts of lines (`...` inside one) left out."""
+    @cache
+    def match(i: int, j: int) -> bool:
+        if i == len(shown):
+            return j == len(actual)
+        if _elided(shown[i]):
+            return any(match(i + 1, k) for k in range(j, len(actual) + 1))
+        return j < len(actual) and _line_matches(shown[i], actual[j]) and match(i + 1, j + 1)
+    return match(0, 0)
+
+
+def refreshed(shown: list[str], actual: list[str]) -> list[str]:
+    """`actual`, leaving out again what `shown` left out where the lines around it still agree."""
+    if matches(shown, actual):
+        return shown
+    # A shown line with `...` inside it stands for the actual line it matches.
+    partial = [s for s in shown if "..." in s and not _elided(s)]
+    view = [next((s for s in partial if _line_matches(s, a)), a) for a in actual]
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, shown, view, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out += shown[i1:i2]
+            continue
+        marks = [i for i in range(i1, i2) if _elided(shown[i])]
+        if not marks or j1 == j2:
+            out += view[j1:j2]
+            continue
+        # The shown lines before the first `...` and after the last one are replaced one for one
+        # by the printed lines at the same ends; what lies between stays left out.
+        head, tail = min(marks[0] - i1, j2 - j1), min(i2 - 1 - marks[-1], j2 - j1)
+        if head + tail >= j2 - j1:
+            out += view[j1:j2]
+        else:
+            out += view[j1:j1 + head] + [shown[marks[0]]] + view[j2 - tail:j2]
+    return out
+
+
+@dataclass
+class Outcome:
+    page: Path
+    differences: list[str] = field(default_factory=list)  # unified diffs and other complaints
+    skipped: list[str] = field(default_factory=list)      # why a session could not finish here
+    updates: dict[tuple[int, int], tuple[str, list[str]]] = field(default_factory=dict)
+
+
+def check_page(page: Path) -> Outcome:
+    text = page.read_text(encoding="utf-8")
+    outcome = Outcome(page)
+    sessions: dict[str, Session] = {}
+    unavailable: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="policyrun-docs-") as tmp:
+        for block in blocks(page, text):
+            if block.not_run is not None or block.session in unavailable:
+                continue
+            if block.session not in sessions:
+                root = Path(tmp, block.session)
+                root.mkdir()
+                cwd = SESSIONS[block.session](root)
+                clean = [p.parent for p in root.glob("*/.git")]
+                sessions[block.session] = Session(root, cwd, clean)
+            session = sessions[block.session]
+            if block.cwd is not None:
+                session.cwd = session.root / block.cwd
+            try:
+                for name in block.before:
+                    STEPS[name](session, text)
+                for step in block.steps:
+                    actual = _clean(run_command(session, step.command).split("\n"))
+                    shown = _clean(step.shown)
+                    if not matches(shown, actual):
+                        where = f"{page.relative_to(ROOT)}:{step.first + 1}"
+                        outcome.differences.append(f"{where}: `{step.command}` prints otherwise:\n" + "\n".join(
+                            difflib.unified_diff(shown, actual, "shown", "printed", lineterm="")))
+                        outcome.updates[(step.first, step.last)] = (step.indent, refreshed(shown, actual))
+            except Unavailable as exc:
+                unavailable[block.session] = str(exc)
+                outcome.skipped.append(f"{page.relative_to(ROOT)}:{block.line}: session {block.session} "
+                                       f"needs {exc}, which is not installed; its later blocks were not run")
+        for session in sessions.values():
+            for checkout in session.must_stay_clean:
+                left = _git(checkout, "status", "--porcelain", "--untracked-files=all").strip()
+                if left:
+                    outcome.differences.append(f"{page.relative_to(ROOT)}: the commands left files in the "
+                                               f"checkout that git does not ignore:\n{left}")
+    return outcome
+
+
+def update(outcome: Outcome) -> None:
+    lines = outcome.page.read_text(encoding="utf-8").split("\n")
+    for (first, last), (pad, new) in sorted(outcome.updates.items(), reverse=True):
+        lines[first:last] = [pad + line if line else line for line in new]
+    outcome.page.write_text("\n".join(lines), encoding="utf-8")
+
+
+def cli(argv: list[str]) -> int:
+    do_update = "--update" in argv
+    named = [ROOT / a for a in argv if a != "--update"]
+    status = 0
+    for page in named or PAGES:
+        outcome = check_page(page)
+        for line in outcome.differences + outcome.skipped:
+            print(line)
+        if outcome.differences:
+            status = 1
+            if do_update and outcome.updates:
+                update(outcome)
+                print(f"updated {page.relative_to(ROOT)}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

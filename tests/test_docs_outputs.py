@@ -1,0 +1,89 @@
+"""The outputs README.md and docs/*.md show are what the commands print today (tests/docs_outputs.py
+says how a page marks them); every block that shows a prompt is either checked or says why not,
+and every sha256 a page shows is in a checked block."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import docs_outputs
+from docs_outputs import PAGES, ROOT, blocks, check_page, matches, refreshed
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(not b.not_run for b in blocks(p))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_shown_outputs_are_printed(page: Path) -> None:
+    outcome = check_page(page)
+    assert not outcome.differences, (
+        "\n\n".join(outcome.differences)
+        + f"\n\nIf the new output is right, refresh the page: python -m tests.docs_outputs --update "
+          f"{page.relative_to(ROOT)}")
+    if outcome.skipped:
+        pytest.skip("; ".join(outcome.skipped))
+
+
+def _fenced(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, end) content line ranges (0-based) of every fenced block of a page."""
+    found, i = [], 0
+    while i < len(lines):
+        fence = re.match(r"^(\s*)```\w*\s*$", lines[i])
+        if fence:
+            end = next(j for j in range(i + 1, len(lines)) if lines[j] == f"{fence.group(1)}```")
+            found.append((i + 1, end))
+            i = end
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shown_prompt_is_checked_or_says_why_not(page: Path) -> None:
+    lines = page.read_text(encoding="utf-8").split("\n")
+    marked = {b.line for b in blocks(page)}  # the 1-based fence line is the 0-based first content line
+    unmarked = [f"{page.relative_to(ROOT)}:{first}" for first, end in _fenced(lines)
+                if any(line.strip().startswith("$ ") for line in lines[first:end]) and first not in marked]
+    assert not unmarked, ("blocks showing `$ ` commands need a <!-- docs-output: SESSION --> marker (the test "
+                          "runs them) or <!-- docs-output: not run: REASON -->: " + ", ".join(unmarked))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_digest_shown_is_in_a_checked_block(page: Path) -> None:
+    """Auditors compare hashes: a sha256 on a page is one a command printed, checked above."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    checked = {line for b in blocks(page) if b.not_run is None for s in b.steps for line in range(s.first, s.last)}
+    stray = [f"{page.relative_to(ROOT)}:{i + 1}" for i, line in enumerate(lines)
+             if re.search(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])", line) and i not in checked]
+    assert not stray, f"sha256 digests outside a checked output block: {stray}"
+
+
+# --- the mechanism itself --------------------------------------------------------------------------
+
+def test_elision_matches_left_out_lines_and_text_only() -> None:
+    actual = ["PHASE  STATUS", "A  PASS", "B  SKIPPED", "C  SKIPPED", "verdict: complete (exit 0)"]
+    assert matches(["PHASE  STATUS", "A  PASS", "...", "verdict: complete (exit 0)"], actual)
+    assert matches(["PHASE  STATUS", "...", "verdict: ... (exit 0)"], actual)
+    assert not matches(["PHASE  STATUS", "...", "verdict: ... (exit 2)"], actual)
+    assert not matches(["PHASE  STATUS", "A  PASS"], actual)  # no elision: every line is shown
+
+
+def test_refresh_keeps_the_elisions_around_a_changed_line() -> None:
+    shown = ["head", "  sha256 aaaa", "...", "verdict: ... (exit 2)"]
+    actual = ["head", "  sha256 bbbb", "x", "y", "verdict: blocked (exit 2)"]
+    assert refreshed(shown, actual) == ["head", "  sha256 bbbb", "...", "verdict: ... (exit 2)"]
+
+
+def test_a_stale_output_is_reported_with_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- docs-output: checkout -->\n```console\n$ policyrun lint upgrade-gpu-version\n"
+                    "1 file(s) checked: 0 error(s), 7 warning(s)\n```\n")
+    monkeypatch.setattr(docs_outputs, "ROOT", tmp_path)
+    monkeypatch.setattr(docs_outputs, "_checkout", lambda root: root)
+    monkeypatch.setitem(docs_outputs.SESSIONS, "checkout", lambda root: root)
+    outcome = check_page(page)
+    [difference] = outcome.differences
+    assert "page.md:4: `policyrun lint upgrade-gpu-version` prints otherwise" in difference
+    assert "+1 file(s) checked: 0 error(s), 0 warning(s)" in difference
+    docs_outputs.update(outcome)
+    assert "1 file(s) checked: 0 error(s), 0 warning(s)\n```" in page.read_text()
+    assert not check_page(page).differences
