@@ -188,6 +188,26 @@ def _write_first_rulebook(session: Session, page: str) -> None:
     (session.cwd / "e2e-gate.yaml").write_text(_yaml_block(page, "policyrun: 1\nname: e2e-gate\n"))
 
 
+def _readme_typo(session: Session, page: str) -> None:
+    """README.md: its release-check rulebook, with the probe's name misspelt in a check."""
+    rulebook = _yaml_block(page, "# yaml-language-server: $schema=rulebook.schema.json\npolicyrun: 1\n")
+    assert "facts.tag_sha.sha" in rulebook
+    (session.cwd / "my-rulebook.yaml").write_text(rulebook.replace("facts.tag_sha.sha", "facts.tag_sah.sha"))
+
+
+def _stale_mentions(session: Session, page: str) -> None:
+    """docs/reports.md: the final-pass scenario's facts, with the old version still named in two
+    source files (as the search probe would record it), as `stale-facts.json`."""
+    facts = json.loads((ROOT / "examples" / "final-pass" / "facts.json").read_text())
+    mentions = facts["facts"]["old_source_mentions"]["value"]
+    lines = [("Dockerfile", 3, "RUN pip install --no-deps vllm==0.26.1"),
+             ("afd_plugin/compat/vllm.py", 12, 'TARGET_VLLM_VERSION: Final[str] = "0.26.1"')]
+    mentions["hits"] = [{"path": path, "line": line, "column": text.index("0.26.1") + 1, "text": text,
+                         "match": "0.26.1", "groups": []} for path, line, text in lines]
+    mentions.update(counts={path: 1 for path, _, _ in lines}, total=2, files_matched=2, distinct=["0.26.1"])
+    (session.cwd / "stale-facts.json").write_text(json.dumps(facts, indent=2))
+
+
 def _edit(old: str, new: str) -> Callable[[Session, str], None]:
     def edit(session: Session, page: str) -> None:
         path = session.cwd / "e2e-gate.yaml"
@@ -244,6 +264,8 @@ def _tamper(session: Session, page: str) -> None:
 
 STEPS: dict[str, Callable[[Session, str], None]] = {
     "first-rulebook": _write_first_rulebook,
+    "readme-typo": _readme_typo,
+    "stale-mentions": _stale_mentions,
     "typo-okay": _edit("facts.pytest_cli.ok\n", "facts.pytest_cli.okay\n"),
     "no-exec": _edit("exec: true", "exec: false"),
     "forge-traces": _forge_traces,
@@ -277,7 +299,7 @@ def run_command(session: Session, command: str) -> str:
     if words[0] == "cd":
         session.cwd = (session.cwd / words[1]).resolve()
         return ""
-    if words[0] == "policyrun":
+    if words[0] == "policyrun" and not re.search(r"[|<>;&]", command):
         from policyrun.cli import main
 
         out = io.StringIO()
@@ -288,11 +310,32 @@ def run_command(session: Session, command: str) -> str:
             except SystemExit:
                 pass
         return out.getvalue()
-    if shutil.which(words[0]) is None:
-        raise Unavailable(words[0])
-    proc = subprocess.run(command, shell=True, cwd=session.cwd, env={**os.environ, **ENV, **env},
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    tokens = list(lexer)
+    programs = [t for i, t in enumerate(tokens) if i == 0 or tokens[i - 1] in {"|", "||", "&&", ";"}]
+    for program in programs:
+        if program != "policyrun" and "=" not in program and shutil.which(program) is None:
+            raise Unavailable(program)
+    path = f"{_shim(session)}{os.pathsep}{os.environ.get('PATH', '')}"
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run(command, shell=True, cwd=session.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**os.environ, **ENV, **env, "PATH": path, "PYTHONPATH": pythonpath},
+                          text=True, timeout=120)
     return proc.stdout
+
+
+def _shim(session: Session) -> Path:
+    """A folder with a `policyrun` for shell commands (pipes): this checkout's, with the clock at NOW."""
+    folder = session.root / ".bin"
+    if not folder.is_dir():
+        folder.mkdir()
+        shim = folder / "policyrun"
+        shim.write_text(f"#!{sys.executable}\n"
+                        "import sys\nfrom unittest import mock\n"
+                        f"mock.patch('policyrun.engine.now_utc', return_value={NOW!r}).start()\n"
+                        "from policyrun.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+        shim.chmod(0o755)
+    return folder
 
 
 def _clean(lines: list[str]) -> list[str]:
