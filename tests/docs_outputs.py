@@ -84,7 +84,15 @@ def blocks(page: Path, text: str | None = None) -> list[Block]:
     """The marked fenced blocks of a page, in order."""
     lines = (page.read_text(encoding="utf-8") if text is None else text).split("\n")
     found: list[Block] = []
+    inside: str | None = None  # the closing fence of the block being skipped (a marker shown as text)
     for i, line in enumerate(lines):
+        if inside is not None:
+            inside = None if line == inside else inside
+            continue
+        fenced = FENCE.match(line)
+        if fenced:
+            inside = f"{fenced.group(1)}```"
+            continue
         marker = MARKER.match(line)
         if not marker:
             continue
@@ -129,6 +137,51 @@ def _steps(body: list[str], offset: int) -> list[Step]:
             i += 1
         steps.append(Step(command, body[start:i], offset + start, offset + i))
     return steps
+
+
+def shown_commands(page: Path) -> list[tuple[int, str]]:
+    """(1-based line, command) of every `policyrun` command line in a page's shell blocks (fenced
+    `sh`, `console` or plain; a `$ ` prompt and an `ENV=value` prefix are allowed; a trailing
+    backslash continues the line). Synopses with `[optional]` parts or `...` are left out."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    found: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i])
+        if not fence:
+            i += 1
+            continue
+        indent = fence.group(1)
+        end = next(j for j in range(i + 1, len(lines)) if lines[j] == f"{indent}```")
+        if fence.group(2) in ("sh", "console", ""):
+            k = i + 1
+            while k < end:
+                first, line = k, lines[k][len(indent):]
+                while line.endswith("\\") and k + 1 < end:
+                    k += 1
+                    line = line[:-1] + " " + lines[k].strip()
+                line = line.removeprefix("$ ")
+                if re.match(r"^([A-Z_]+=\S+\s+)*policyrun\s", line) and "[" not in line and "..." not in line:
+                    found.append((first + 1, line))
+                k += 1
+        i = end + 1
+    return found
+
+
+def policyrun_argv(command: str) -> list[str] | None:
+    """The arguments a shown command passes to policyrun, up to a pipe, redirection or comment;
+    None for a synopsis (`bash|zsh|fish`)."""
+    words = shlex.split(command, comments=True)
+    while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
+        words.pop(0)
+    argv: list[str] = []
+    for word in words[1:]:
+        if word in {"|", "||", "&&", ";"} or word.startswith((">", "2>")):
+            break
+        if "|" in word:
+            return None
+        argv.append(word)
+    return argv
 
 
 # --- sessions and preparation steps --------------------------------------------------------------

@@ -4,13 +4,15 @@ and every sha256 a page shows is in a checked block."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import pytest
 
 import docs_outputs
-from docs_outputs import PAGES, ROOT, blocks, check_page, matches, refreshed
+from docs_outputs import PAGES, ROOT, blocks, check_page, matches, policyrun_argv, refreshed, shown_commands
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(not b.not_run for b in blocks(p))],
                          ids=lambda p: str(p.relative_to(ROOT)))
@@ -55,6 +57,39 @@ def test_every_digest_shown_is_in_a_checked_block(page: Path) -> None:
     stray = [f"{page.relative_to(ROOT)}:{i + 1}" for i, line in enumerate(lines)
              if re.search(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])", line) and i not in checked]
     assert not stray, f"sha256 digests outside a checked output block: {stray}"
+
+
+def _usage_error(argv: list[str]) -> str | None:
+    """What the CLI's parser says about `argv` (nothing runs), or None when it accepts it."""
+    from policyrun.cli import _build
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            _build(argv).parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            return err.getvalue().strip().splitlines()[-1]
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_policyrun_command_shown_is_accepted_by_the_cli(page: Path) -> None:
+    """Commands that cannot run here (they need ../vllm, a GPU) still name real commands and options."""
+    wrong = []
+    for line, command in shown_commands(page):
+        argv = policyrun_argv(command)
+        error = None if argv is None else _usage_error(argv)
+        if error:
+            wrong.append(f"{page.relative_to(ROOT)}:{line}: {command}\n    {error}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_misspelt_option_in_a_shown_command_is_caught() -> None:
+    assert _usage_error(policyrun_argv("policyrun evaluate x --mode m --facts f.json --no-timestamps") or [])
+    assert _usage_error(policyrun_argv("E2E_BACKEND=cuda policyrun evaluate e2e-gate.yaml --mode preflight") or []) is None
+    assert policyrun_argv("policyrun completion bash|zsh|fish") is None
+    assert policyrun_argv("policyrun report t.json --format sarif | jq -c .") == ["report", "t.json", "--format", "sarif"]
 
 
 # --- the mechanism itself --------------------------------------------------------------------------
