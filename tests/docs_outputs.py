@@ -261,6 +261,40 @@ def _stale_mentions(session: Session, page: str) -> None:
     (session.cwd / "stale-facts.json").write_text(json.dumps(facts, indent=2))
 
 
+def _attestation_example(session: Session, page: str) -> None:
+    """docs/probes-repository.md: its rulebook and the evidence file it reads."""
+    for name in ("decision.yaml", "evidence/decision.yaml"):
+        path = session.cwd / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_yaml_block(page, f"# {name}\n"))
+
+
+@contextlib.contextmanager
+def _without_mcp(session: Session, page: str) -> Iterator[None]:
+    """docs/agents.md: this process as one without the `mcp` extra, for the block's commands."""
+    import importlib.metadata
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    def sdk(name: str) -> bool:
+        return name == "mcp" or name.startswith(("mcp.", "policyrun.mcp.server"))
+
+    # Only the SDK's entries are swapped out and put back: restoring all of sys.modules would drop
+    # modules first imported during the block, and a later import would load a second copy.
+    saved = {name: module for name, module in sys.modules.items() if sdk(name)}
+    for name in saved:
+        del sys.modules[name]
+    sys.modules["mcp"] = None  # type: ignore[assignment]  # `import mcp` raises ImportError
+    try:
+        with mock.patch.object(importlib.metadata, "version", not_installed):
+            yield
+    finally:
+        for name in [n for n in sys.modules if sdk(n)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 def _edit(old: str, new: str) -> Callable[[Session, str], None]:
     def edit(session: Session, page: str) -> None:
         path = session.cwd / "e2e-gate.yaml"
@@ -315,10 +349,14 @@ def _tamper(session: Session, page: str) -> None:
     (session.cwd / "tampered.intoto.json").write_text(json.dumps(envelope, indent=2))
 
 
-STEPS: dict[str, Callable[[Session, str], None]] = {
+# A step prepares files before the block runs; one that returns a context manager (a patched
+# process) is in effect while the block's commands run.
+STEPS: dict[str, Callable[[Session, str], contextlib.AbstractContextManager[None] | None]] = {
     "first-rulebook": _write_first_rulebook,
     "readme-typo": _readme_typo,
     "stale-mentions": _stale_mentions,
+    "attestation-example": _attestation_example,
+    "without-mcp": _without_mcp,
     "typo-okay": _edit("facts.pytest_cli.ok\n", "facts.pytest_cli.okay\n"),
     "no-exec": _edit("exec: true", "exec: false"),
     "forge-traces": _forge_traces,
@@ -454,6 +492,17 @@ class Outcome:
     updates: dict[tuple[int, int], tuple[str, list[str]]] = field(default_factory=dict)
 
 
+def _run_block(block: Block, session: Session, outcome: Outcome) -> None:
+    for step in block.steps:
+        actual = _clean(run_command(session, step.command).split("\n"))
+        shown = _clean(step.shown)
+        if not matches(shown, actual):
+            where = f"{block.page.relative_to(ROOT)}:{step.first + 1}"
+            outcome.differences.append(f"{where}: `{step.command}` prints otherwise:\n" + "\n".join(
+                difflib.unified_diff(shown, actual, "shown", "printed", lineterm="")))
+            outcome.updates[(step.first, step.last)] = (step.indent, refreshed(shown, actual))
+
+
 def check_page(page: Path) -> Outcome:
     text = page.read_text(encoding="utf-8")
     outcome = Outcome(page)
@@ -473,16 +522,12 @@ def check_page(page: Path) -> Outcome:
             if block.cwd is not None:
                 session.cwd = session.root / block.cwd
             try:
-                for name in block.before:
-                    STEPS[name](session, text)
-                for step in block.steps:
-                    actual = _clean(run_command(session, step.command).split("\n"))
-                    shown = _clean(step.shown)
-                    if not matches(shown, actual):
-                        where = f"{page.relative_to(ROOT)}:{step.first + 1}"
-                        outcome.differences.append(f"{where}: `{step.command}` prints otherwise:\n" + "\n".join(
-                            difflib.unified_diff(shown, actual, "shown", "printed", lineterm="")))
-                        outcome.updates[(step.first, step.last)] = (step.indent, refreshed(shown, actual))
+                with contextlib.ExitStack() as during:
+                    for name in block.before:
+                        effect = STEPS[name](session, text)
+                        if effect is not None:
+                            during.enter_context(effect)
+                    _run_block(block, session, outcome)
             except Unavailable as exc:
                 unavailable[block.session] = str(exc)
                 outcome.skipped.append(f"{page.relative_to(ROOT)}:{block.line}: session {block.session} "
@@ -504,6 +549,9 @@ def update(outcome: Outcome) -> None:
 
 
 def cli(argv: list[str]) -> int:
+    # As under pytest (tests/conftest.py): no machine git config, and a lint cache of our own.
+    os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+    os.environ.setdefault("POLICYRUN_CACHE_DIR", tempfile.mkdtemp(prefix="policyrun-docs-cache-"))
     do_update = "--update" in argv
     named = [ROOT / a for a in argv if a != "--update"]
     status = 0
