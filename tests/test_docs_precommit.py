@@ -140,3 +140,34 @@ def test_the_readme_config_runs_the_hooks_with_pre_commit(tmp_path: Path) -> Non
     assert proc.returncode == 1
     assert re.search(r"^policyrun lint\.+Failed$", proc.stdout, re.M), proc.stdout
     assert "rulebooks/e2e-gate.yaml:112:32: L028 facts.pytest_cli has no field 'okay'" in proc.stdout
+
+
+def _shipped_versions() -> dict[str, str]:
+    found = {}
+    for path in sorted((ROOT / "rulebooks").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if isinstance(data, dict) and "version" in data and "policyrun" in data:
+            found[data["name"]] = str(data["version"])
+    return found
+
+
+def rulebook_versions_named(text: str, name: str) -> list[str]:
+    """Versions a page gives a rulebook: `NAME 2.0.0`, `NAME.yaml` (version 2.0.0), (NAME 2.0.0)."""
+    pattern = rf"\b{re.escape(name)}(?:\.yaml)?`?\s*\(?(?:version\s+)?v?(\d+\.\d+(?:\.\d+)?)\b"
+    return re.findall(pattern, text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_rulebook_version_the_docs_name_is_current(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    stale = [f"{name} {v} (it is {version})" for name, version in _shipped_versions().items()
+             for v in rulebook_versions_named(text, name) if v != version]
+    assert not stale, f"{page.relative_to(ROOT)} names stale rulebook versions: {stale}"
+
+
+def test_a_stale_rulebook_version_is_caught() -> None:
+    """What docs/reports.md showed before: an explain header from rulebook version 1.0."""
+    assert _shipped_versions()["upgrade-gpu-version"] != "1.0"
+    assert rulebook_versions_named("upgrade-gpu-version 1.0 · mode final-validation", "upgrade-gpu-version") == ["1.0"]
+    assert rulebook_versions_named("`rulebooks/upgrade-gpu-version.yaml` (version 2.0.0) turns", "upgrade-gpu-version") == [
+        "2.0.0"]
