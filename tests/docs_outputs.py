@@ -233,7 +233,7 @@ SESSIONS: dict[str, Callable[[Path], Path]] = {
 
 
 def _yaml_block(page: str, starts: str) -> str:
-    [found] = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if b.startswith(starts)]
+    [found] = [str(b) for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if b.startswith(starts)]
     return found
 
 
@@ -492,12 +492,16 @@ class Outcome:
     updates: dict[tuple[int, int], tuple[str, list[str]]] = field(default_factory=dict)
 
 
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
 def _run_block(block: Block, session: Session, outcome: Outcome) -> None:
     for step in block.steps:
         actual = _clean(run_command(session, step.command).split("\n"))
         shown = _clean(step.shown)
         if not matches(shown, actual):
-            where = f"{block.page.relative_to(ROOT)}:{step.first + 1}"
+            where = f"{_name(block.page)}:{step.first + 1}"
             outcome.differences.append(f"{where}: `{step.command}` prints otherwise:\n" + "\n".join(
                 difflib.unified_diff(shown, actual, "shown", "printed", lineterm="")))
             outcome.updates[(step.first, step.last)] = (step.indent, refreshed(shown, actual))
@@ -530,13 +534,13 @@ def check_page(page: Path) -> Outcome:
                     _run_block(block, session, outcome)
             except Unavailable as exc:
                 unavailable[block.session] = str(exc)
-                outcome.skipped.append(f"{page.relative_to(ROOT)}:{block.line}: session {block.session} "
+                outcome.skipped.append(f"{_name(page)}:{block.line}: session {block.session} "
                                        f"needs {exc}, which is not installed; its later blocks were not run")
         for session in sessions.values():
             for checkout in session.must_stay_clean:
                 left = _git(checkout, "status", "--porcelain", "--untracked-files=all").strip()
                 if left:
-                    outcome.differences.append(f"{page.relative_to(ROOT)}: the commands left files in the "
+                    outcome.differences.append(f"{_name(page)}: the commands left files in the "
                                                f"checkout that git does not ignore:\n{left}")
     return outcome
 
@@ -563,7 +567,7 @@ def cli(argv: list[str]) -> int:
             status = 1
             if do_update and outcome.updates:
                 update(outcome)
-                print(f"updated {page.relative_to(ROOT)}")
+                print(f"updated {_name(page)}")
     return status
 
 

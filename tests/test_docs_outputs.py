@@ -122,3 +122,14 @@ def test_a_stale_output_is_reported_with_the_command(tmp_path: Path, monkeypatch
     docs_outputs.update(outcome)
     assert "1 file(s) checked: 0 error(s), 0 warning(s)\n```" in page.read_text()
     assert not check_page(page).differences
+
+
+def test_a_file_left_in_the_walkthrough_checkout_is_reported(tmp_path: Path) -> None:
+    """docs/first-rulebook.md runs in a clean git checkout: an output git does not ignore fails."""
+    page = tmp_path / "page.md"
+    page.write_text("<!-- docs-output: first-rulebook cwd=policyrun -->\n```console\n$ touch stray.txt\n"
+                    "$ mkdir -p x/.policyrun && touch x/.policyrun/trace.json\n```\n")
+    outcome = check_page(page)
+    [left] = outcome.differences
+    assert "left files in the checkout that git does not ignore" in left
+    assert "?? stray.txt" in left and ".policyrun" not in left  # .policyrun/ is ignored at any depth
