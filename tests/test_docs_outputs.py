@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import docs_outputs
+import docs_sessions
 from docs_outputs import PAGES, ROOT, blocks, check_page, matches, policyrun_argv, refreshed, shown_commands
 
 @pytest.mark.parametrize("page", [p for p in PAGES if any(not b.not_run for b in blocks(p))],
@@ -113,8 +114,7 @@ def test_a_stale_output_is_reported_with_the_command(tmp_path: Path, monkeypatch
     page.write_text("<!-- docs-output: checkout -->\n```console\n$ policyrun lint upgrade-gpu-version\n"
                     "1 file(s) checked: 0 error(s), 7 warning(s)\n```\n")
     monkeypatch.setattr(docs_outputs, "ROOT", tmp_path)
-    monkeypatch.setattr(docs_outputs, "_checkout", lambda root: root)
-    monkeypatch.setitem(docs_outputs.SESSIONS, "checkout", lambda root: root)
+    monkeypatch.setitem(docs_sessions.SESSIONS, "checkout", lambda root: root)
     outcome = check_page(page)
     [difference] = outcome.differences
     assert "page.md:4: `policyrun lint upgrade-gpu-version` prints otherwise" in difference
