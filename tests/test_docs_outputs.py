@@ -86,6 +86,23 @@ def test_every_policyrun_command_shown_is_accepted_by_the_cli(page: Path) -> Non
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_policyrun_command_named_in_prose_is_accepted_by_the_cli(page: Path) -> None:
+    """`policyrun ...` in running text: often a fragment (`policyrun explain --failures`), so
+    missing arguments are fine, but every command, option and choice it names must exist."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    wrong = []
+    for m in re.finditer(r"`((?:[A-Z_]+=\S+ )*policyrun [^`]+)`", text):
+        command = m.group(1)
+        if "[" in command or "..." in command or "…" in command:
+            continue  # a synopsis
+        argv = policyrun_argv(command)
+        error = None if argv is None else _usage_error(argv)
+        if error and "the following arguments are required" not in error:
+            wrong.append(f"{page.relative_to(ROOT)}: `{command}`\n    {error}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_a_misspelt_option_in_a_shown_command_is_caught() -> None:
     assert _usage_error(policyrun_argv("policyrun evaluate x --mode m --facts f.json --no-timestamps") or [])
     assert _usage_error(policyrun_argv("E2E_BACKEND=cuda policyrun evaluate e2e-gate.yaml --mode preflight") or []) is None
