@@ -183,11 +183,17 @@ def policyrun_argv(command: str) -> list[str] | None:
 
 # --- running -------------------------------------------------------------------------------------
 
+def _path() -> str:
+    """PATH with this interpreter's folder first: the walkthrough's `python3 -m pytest --version`
+    probe then finds the interpreter running the tests (which has pytest), as in an activated venv."""
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 @contextlib.contextmanager
 def _environment(cwd: Path, extra: dict[str, str]) -> Iterator[None]:
     saved_cwd, saved_env = Path.cwd(), dict(os.environ)
     os.chdir(cwd)
-    os.environ.update({**ENV, **extra})
+    os.environ.update({**ENV, "PATH": _path(), **extra})
     try:
         yield
     finally:
@@ -223,7 +229,7 @@ def run_command(session: Session, command: str) -> str:
     for program in programs:
         if program != "policyrun" and "=" not in program and shutil.which(program) is None:
             raise Unavailable(program)
-    path = f"{_shim(session)}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = f"{_shim(session)}{os.pathsep}{_path()}"
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(command, shell=True, cwd=session.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env={**os.environ, **ENV, **env, "PATH": path, "PYTHONPATH": pythonpath},
