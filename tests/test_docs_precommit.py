@@ -171,3 +171,16 @@ def test_a_stale_rulebook_version_is_caught() -> None:
     assert rulebook_versions_named("upgrade-gpu-version 1.0 · mode final-validation", "upgrade-gpu-version") == ["1.0"]
     assert rulebook_versions_named("`rulebooks/upgrade-gpu-version.yaml` (version 2.0.0) turns", "upgrade-gpu-version") == [
         "2.0.0"]
+
+
+def extras_named(text: str) -> set[str]:
+    """The extras a page installs: `pip install '.[test]'`, `policyrun[mcp]`, `[test,sign]`."""
+    return {extra.strip() for group in re.findall(r"(?:policyrun|\.)\[([\w,\s-]+)\]", text) for extra in group.split(",")}
+
+
+def test_every_extra_the_docs_install_exists() -> None:
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    named = {extra: page.relative_to(ROOT) for page in PAGES for extra in extras_named(page.read_text(encoding="utf-8"))}
+    assert named, "the docs install no extra: the pattern is broken"
+    assert {e: str(p) for e, p in named.items() if e not in declared} == {}
+    assert extras_named("pip install 'policyrun[gpu]' or '.[test,sign]'") == {"gpu", "test", "sign"}
