@@ -175,7 +175,8 @@ def test_a_stale_rulebook_version_is_caught() -> None:
 
 def extras_named(text: str) -> set[str]:
     """The extras a page installs: `pip install '.[test]'`, `policyrun[mcp]`, `[test,sign]`."""
-    return {extra.strip() for group in re.findall(r"(?:policyrun|\.)\[([\w,\s-]+)\]", text) for extra in group.split(",")}
+    groups = re.findall(r"(?:policyrun|(?<![\w\]])\.)\[([a-z][a-z0-9-]*(?:,\s*[a-z][a-z0-9-]*)*)\]", text)
+    return {extra.strip() for group in groups for extra in group.split(",")}
 
 
 def test_every_extra_the_docs_install_exists() -> None:
