@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,7 @@ def test_the_readme_config_runs_the_hooks_with_pre_commit(tmp_path: Path) -> Non
     assert "rulebooks/e2e-gate.yaml:112:32: L028 facts.pytest_cli has no field 'okay'" in proc.stdout
 
 
+@cache
 def _shipped_versions() -> dict[str, str]:
     found = {}
     for path in sorted((ROOT / "rulebooks").glob("*.yaml")):
