@@ -9,9 +9,10 @@ A fenced block is checked when the line above it is a marker naming a *session*:
   printed (stdout and stderr together). With `$ COMMAND` in the marker, the whole block is what
   that command printed (for a page that names the command in its prose).
 - Blocks of one page that name the same session run in page order in one temporary folder, set up
-  by `SESSIONS[SESSION]`; `cwd=` is relative to that folder, and `cd` in a block carries over to
-  the session's next block. `before=` runs named preparation steps (`STEPS`: writing the page's
-  rulebook, forging a trace for the auditors' page) before the block.
+  by `SESSIONS[SESSION]` (tests/docs_sessions.py); `cwd=` is relative to that folder, and `cd` in a
+  block carries over to the session's next block. `before=` runs named steps (`STEPS`: writing the
+  page's rulebook, forging a trace for the auditors' page, a process without the `mcp` extra)
+  before the block, or around it.
 - `policyrun` commands run in this process, with the clock fixed at `NOW` (a trace's
   `generated_at`, and so a signature over it, is the same on every run); any other command runs in
   a shell. A line that is only `...` in a shown output stands for any number of lines left out, and
