@@ -98,3 +98,67 @@ def test_eval_prints_the_unexplained_skip(capsys: pytest.CaptureFixture[str], mo
     assert main(["eval", "derived.unexplained_skips.map(s, s.id)", "--rulebook", "../e2e-gate.yaml",
                  "--mode", "review", "--facts", "../laptop.facts.json"]) == 0
     assert capsys.readouterr().out == '[\n  "tests.e2e.test_parallel::test_prefix_cache[Qwen3-0.6B]"\n]\n'
+
+
+# --- building the rulebook step by step, as the page tells the reader to -----------------------------
+
+def _is_id_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "id" in i for i in value)
+
+
+def _add(base: Any, part: Any) -> Any:
+    """The page's rule: a fragment's keys go into the file; a list item whose id is there is that
+    item; a new item goes where the fragment shows it (before the next item it lists that the file
+    has, else at the end)."""
+    if isinstance(base, dict) and isinstance(part, dict):
+        return {**base, **{k: _add(base[k], v) if k in base else v for k, v in part.items()}}
+    if _is_id_list(base) and _is_id_list(part):
+        out = list(base)
+        for n, item in enumerate(part):
+            ids = [i["id"] for i in out]
+            if item["id"] in ids:
+                at = ids.index(item["id"])
+                out[at] = _add(out[at], item)
+                continue
+            later = [i["id"] for i in part[n + 1:] if i["id"] in ids]
+            out.insert(ids.index(later[0]) if later else len(out), item)
+        return out
+    return part
+
+
+def _states() -> list[tuple[str, dict[str, Any]]]:
+    """The rulebook after step 1 and after each `# e2e-gate.yaml` block, with the heading it is under."""
+    states: list[tuple[str, dict[str, Any]]] = []
+    for m in re.finditer(r"```yaml\n(.*?)```", DOC, re.S):
+        block = m.group(1)
+        heading = re.findall(r"^## (.*)$", DOC[:m.start()], re.M)[-1]
+        if block.startswith("policyrun: 1\nname: e2e-gate\n"):
+            states.append((heading, yaml.safe_load(block)))
+        elif block.startswith("# e2e-gate.yaml\n"):
+            states.append((heading, _add(states[-1][1], yaml.safe_load(block))))
+    return states
+
+
+def test_each_step_of_the_walkthrough_lints_without_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    states = _states()
+    assert len(states) >= 7
+    for n, (heading, state) in enumerate(states):
+        path = tmp_path / f"step{n}" / "e2e-gate.yaml"
+        path.parent.mkdir()
+        path.write_text(yaml.safe_dump(state, sort_keys=False))
+        code = main(["lint", str(path)])
+        out = "".join(capsys.readouterr())
+        assert code == 0 and "0 error(s)" in out, f"after the block {n} ({heading}):\n{out}"
+
+
+def test_the_steps_end_at_the_finished_rulebook() -> None:
+    assert _states()[-1][1] == yaml.safe_load((EXAMPLE / "e2e-gate.yaml").read_text())
+
+
+def test_a_step_that_reads_an_undeclared_input_fails_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The defect this guards against: step 3 read inputs.python before any step declared it."""
+    _, after_step_3 = next(s for s in _states() if "python" in s[1].get("inputs", {}))
+    broken = {**after_step_3, "inputs": {k: v for k, v in after_step_3["inputs"].items() if k != "python"}}
+    (tmp_path / "e2e-gate.yaml").write_text(yaml.safe_dump(broken, sort_keys=False))
+    assert main(["lint", str(tmp_path / "e2e-gate.yaml")]) == 1
+    assert "L001 reads undeclared input 'python'" in capsys.readouterr().out
