@@ -46,6 +46,9 @@ _TABLE = [
        "Check the path and its permissions; it must be a regular file."),
     _c("Y008", "error", "Nesting too deep",
        "Lists and mappings nest deeper than policyrun's bound. Flatten the structure."),
+    _c("Y009", "error", "Number too long",
+       "A number has more characters than policyrun's bound (100). Quote it if it is an identifier, or "
+       "fix what wrote it."),
     _c("S001", "error", "Schema error",
        "A required key is missing, a value has the wrong type or an unsupported value, or the format version "
        "is not supported. `policyrun schema rulebook` prints the schema; docs/language.md explains each key."),
