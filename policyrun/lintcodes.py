@@ -126,6 +126,10 @@ _TABLE = [
     _c("L029", "error", "Compares a fact field with a constant of another type",
        "The field's schema type is known and differs from the constant's (e.g. `totals.passed > \"0\"`). "
        "Compare with a constant of the field's type."),
+    _c("L030", "warning", "A phase's checks on test results pass when no test ran",
+       "Every check of the phase that reads a test-results fact holds for a report with zero tests "
+       "(`<testsuites/>`), so the gate passes when nothing ran. Require tests to have run: "
+       "`&& facts.unit.totals.tests > 0`, or an evidence `facts.unit.totals.passed > 0`."),
     _c("O001", "error", "Overlay base not found, or overlay without a name",
        "`extends` must name a rulebook file or a shipped rulebook, and an overlay needs its own `name`."),
     _c("O002", "error", "`extends` cycle or chain too long",
