@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--waivers", type=Path, metavar="FILE",
                    help="waivers file: governed, expiring exceptions to checks (docs/waivers.md)")
     p.add_argument("--as-of", metavar="YYYY-MM-DD",
-                   help="the date waivers are checked against (default: today, UTC)")
+                   help="the date waivers are checked against (default: today, UTC; not before the waivers "
+                        "file's `issued:` date, or today when it has none; always reported as a warning)")
     p.add_argument("--fail-on", choices=["warn"], default=None,
                    help="exit 1 when a phase ends WARN (default: warnings are reported and exit 0)")
     p.add_argument("--allow-stale-facts", action="store_true",
@@ -107,16 +108,8 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
         if as_of is not None:
             raise UsageError("--as-of applies to --waivers", code="U003")
         return None
-    from datetime import UTC, date, datetime
+    from datetime import UTC, datetime
 
-    from policyrun.waivers import Waivers, load_waivers
+    from policyrun.waivers import waivers_for_evaluation
 
-    if as_of is None:
-        day = datetime.now(UTC).date()
-    else:
-        try:
-            day = date.fromisoformat(as_of)
-        except ValueError:
-            raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
-    waivers, sources = load_waivers(path)
-    return Waivers(waivers, sources, as_of=day)
+    return waivers_for_evaluation(path, as_of, today=datetime.now(UTC).date())
