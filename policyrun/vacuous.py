@@ -11,6 +11,8 @@ phase's own conditions are evaluated against it:
 - the phase is flagged when some evidence reading the probe is satisfied, no evidence reading it
   fails, no stop condition reading it fires and no precondition reading it fails, here or in a
   phase it requires.
+
+The expressions run under the evaluation guard (policyrun.guard), with tighter limits.
 """
 
 from __future__ import annotations
@@ -39,6 +41,25 @@ def vacuous_findings(rb: LoadedRulebook) -> list[Finding]:
             empty[pid] = value_of({k: v for k, v in spec.with_.items() if not has_template(v)})
     if not empty:
         return []
+    from policyrun.errors import PolicyrunError
+    from policyrun.guard import run_guarded
+
+    # The rulebook's expressions run here, at lint time: under the same guard as an evaluation (a
+    # derived value that doubles a string thirty times must not hang or exhaust lint), with
+    # tighter limits, since on an empty report every honest expression is instant. An expression
+    # refused by the guard is one lint cannot compute: it counts as a guard, so no warning.
+    try:
+        return run_guarded(lambda: _analyse(rb, empty), seconds=LINT_EXPRESSION_SECONDS, memory=LINT_MEMORY_BYTES)
+    except PolicyrunError:
+        return []
+
+
+LINT_EXPRESSION_SECONDS = 2.0
+LINT_MEMORY_BYTES = 1 << 30
+
+
+def _analyse(rb: LoadedRulebook, empty: Mapping[str, Any]) -> list[Finding]:
+    model = rb.model
     derived_reads = _probes_read_by_derived(rb)
     inputs = {name: spec.default for name, spec in model.inputs.items() if spec.default is not None}
     sink = FindingSink()
