@@ -64,34 +64,25 @@ class WaiverFile(BaseModel):
 
 def load_waivers(path: Path) -> tuple[list[Waiver], list[str]]:
     """The waivers and, for each, where it is written (`file:line:col`); errors located."""
-    parsed, sources, _ = _load(path)
+    parsed, sources, _ = load_waivers_file(path)
     return list(parsed.waivers), sources
 
 
-def waivers_for_evaluation(path: Path, as_of: str | None, *, today: date) -> Waivers:
-    """The waivers of `evaluate --waivers PATH [--as-of DAY]`, with `--as-of` bounded (module doc)."""
-    if as_of is None:
-        day = today
-    else:
-        try:
-            day = date.fromisoformat(as_of)
-        except ValueError:
-            raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
-    parsed, sources, issued_at = _load(path)
-    if as_of is not None and parsed.issued is not None and day < parsed.issued:
-        raise UsageError(f"--as-of {day.isoformat()} is before the waivers file's `issued: "
-                         f"{parsed.issued.isoformat()}`: a file cannot be checked as of a day before it was written "
-                         "(a waiver that has expired would apply again); give a later day, or leave --as-of out",
-                         code="U003", location=issued_at)
-    if as_of is not None and parsed.issued is None and day < today:
-        raise UsageError(f"--as-of {day.isoformat()} is in the past (today is {today.isoformat()}, UTC) and the "
-                         "waivers file declares no `issued:` date, so a waiver that has expired would apply again; "
-                         "to reproduce an evaluation of a past day, date the file (`issued: YYYY-MM-DD`, the day it "
-                         "was written) and give a day no earlier", code="U003", location=Location(str(path), 1, 1))
-    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None)
+def as_of_refusal(day: date, today: date, issued: date | None) -> str | None:
+    """Why `--as-of day` is refused for a file dated `issued` (module doc), or None."""
+    if issued is not None and day < issued:
+        return (f"--as-of {day.isoformat()} is before the waivers file's `issued: {issued.isoformat()}`: a file "
+                "cannot be checked as of a day before it was written (a waiver that has expired would apply again); "
+                "give a later day, or leave --as-of out")
+    if issued is None and day < today:
+        return (f"--as-of {day.isoformat()} is in the past (today is {today.isoformat()}, UTC) and the waivers file "
+                "declares no `issued:` date, so a waiver that has expired would apply again; to reproduce an "
+                "evaluation of a past day, date the file (`issued: YYYY-MM-DD`, the day it was written) and give a "
+                "day no earlier")
+    return None
 
 
-def _load(path: Path) -> tuple[WaiverFile, list[str], Location | None]:
+def load_waivers_file(path: Path) -> tuple[WaiverFile, list[str], Location | None]:
     """The parsed file, where each waiver is written, and where `issued` is."""
     from policyrun.rulebook import validation_findings
     from policyrun.yamlsource import load_yaml_file

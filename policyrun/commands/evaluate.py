@@ -108,8 +108,22 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
         if as_of is not None:
             raise UsageError("--as-of applies to --waivers", code="U003")
         return None
-    from datetime import UTC, datetime
+    from datetime import UTC, date, datetime
 
-    from policyrun.waivers import waivers_for_evaluation
+    from policyrun.errors import Location
+    from policyrun.waivers import Waivers, as_of_refusal, load_waivers_file
 
-    return waivers_for_evaluation(path, as_of, today=datetime.now(UTC).date())
+    today = datetime.now(UTC).date()
+    if as_of is None:
+        day = today
+    else:
+        try:
+            day = date.fromisoformat(as_of)
+        except ValueError:
+            raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
+    parsed, sources, issued_at = load_waivers_file(path)
+    # A past --as-of would apply a waiver that has expired: bounded by the file's date (waivers.py).
+    refusal = as_of_refusal(day, today, parsed.issued) if as_of is not None else None
+    if refusal is not None:
+        raise UsageError(refusal, code="U003", location=issued_at or Location(str(path), 1, 1))
+    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None)
