@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from policyrun import limits
 from policyrun.errors import PolicyrunError
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import Skipped, read_regular
@@ -34,14 +35,23 @@ def _format_of(path: Path, given: str | None) -> str:
     return fmt
 
 
-def _plain(value: Any) -> Any:
-    """TOML dates and times as ISO strings, so facts stay JSON."""
+class _TooLong(Exception):
+    def __init__(self, where: str, digits: int) -> None:
+        super().__init__(where)
+        self.where, self.digits = where, digits
+
+
+def _plain(value: Any, where: str = "") -> Any:
+    """TOML dates and times as ISO strings, so facts stay JSON; integers bounded as JSON's are
+    (tomllib reads integers of any length, so a fact could hold one no reader accepts back)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, f"{where}.{k}" if where else k) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
+    if type(value) is int and value.bit_length() > 300 and len(str(value)) > limits.NUMBER_CHARS:
+        raise _TooLong(where, len(str(value)))
     return value
 
 
@@ -78,7 +88,6 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
             raise ProbeError("file.parse_error", exc.render()) from None
         return doc, smap, data
     if fmt == "json":
-        from policyrun import limits
         from policyrun.jsonfile import parse_json
 
         try:  # duplicate keys, NaN/Infinity and runaway nesting refused with their position
@@ -94,7 +103,10 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
 
     try:
         return _plain(tomllib.loads(text)), None, data
-    except tomllib.TOMLDecodeError as exc:
+    except _TooLong as exc:
+        raise ProbeError("file.parse_error", f"{shown}: a number of {exc.digits:,} characters at {exc.where}: "
+                                             f"numbers are limited to {limits.NUMBER_CHARS} characters") from None
+    except ValueError as exc:  # TOMLDecodeError, and Python's refusal of integers over 4,300 digits
         raise ProbeError("file.parse_error", f"{shown}: invalid TOML: {exc}") from None
 
 
