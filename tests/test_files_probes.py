@@ -73,6 +73,16 @@ def test_a_number_too_long_for_a_facts_file_is_a_parse_error(tmp_path: Path, suf
         or (suffix == "toml" and digits == 5000 and "invalid TOML" in err.message), err.message
 
 
+@pytest.mark.parametrize("kind", ["file.read", "attestation"])
+def test_yaml_nan_and_infinity_are_refused_like_json_ones(tmp_path: Path, kind: str) -> None:
+    """A NaN score in an evidence file would pass `!(score < 0.85)`; JSON's NaN is refused, and so is YAML's."""
+    (tmp_path / "accuracy.yaml").write_text("decision: go\nscores:\n  gsm8k: .nan\n")
+    params = {"schema": {"type": "object"}} if kind == "attestation" else {}
+    err = failure(kind, tmp_path / "accuracy.yaml", **params)
+    assert err.code == "file.parse_error", err.message
+    assert "accuracy.yaml:3:10: nan at scores → gsm8k: numbers must be finite" in err.message
+
+
 def test_attestation_valid(tmp_path: Path) -> None:
     doc = tmp_path / "decision.yaml"
     doc.write_text("decision: proceed\nreviewers: [ada]\n")

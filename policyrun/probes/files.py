@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,26 @@ def _plain(value: Any, where: str = "") -> Any:
     return value
 
 
+def _non_finite(value: Any) -> tuple[str | int, ...] | None:
+    """The path of the first NaN or infinite float in a document, or None."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path
+        if isinstance(node, dict):
+            stack.extend(((*path, k), v) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _doc_value(doc: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
 def read_file(path: Path, shown: str, limit: int = DOCUMENT_BYTES, param: str = "path") -> bytes:
     """A named regular file's bytes (links followed: the rulebook named it), as ProbeErrors otherwise."""
     try:
@@ -86,6 +107,11 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
             doc, smap = load_yaml_text(text, shown)
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
+        bad = _non_finite(doc)
+        if bad is not None:  # YAML's .nan/.inf, refused as JSON's NaN/Infinity are (jsonfile)
+            raise ProbeError("file.parse_error", f"{smap.locate(bad)}: {_doc_value(doc, bad)} at "
+                             f"{' → '.join(map(str, bad)) or 'the top level'}: numbers must be finite (NaN compares "
+                             "false with everything, so a check could pass on a broken value); write null or a number")
         return doc, smap, data
     if fmt == "json":
         from policyrun.jsonfile import parse_json
