@@ -1,8 +1,10 @@
 """Read a JSON document into a model, with errors that name the file, the position and the fix.
 
 Stricter than `json.loads`, because a facts file or a trace is evidence: NaN and Infinity are
-refused (NaN compares false with everything, so `!(x < 0.85)` would pass on a broken metric), so
-are duplicate keys (one reader keeps the first, another the last), nesting beyond a bound,
+refused (NaN compares false with everything, so `!(x < 0.85)` would pass on a broken metric), and
+so is a number that overflows to Infinity (`1e400`); so are numbers longer than
+`limits.NUMBER_CHARS` (a 5,000-digit integer would otherwise stop the decoder with Python's own
+int-conversion ValueError), duplicate keys (one reader keeps the first, another the last), nesting beyond a bound,
 a format version this policyrun does not know, and anything but a regular file of bounded size.
 
 Parsing runs on the C decoder; only when something is wrong does a slower scanner walk the text to
@@ -12,6 +14,7 @@ find the line and column to report.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -96,16 +99,40 @@ def _refuse_constant(name: str) -> Any:
     raise _Refused
 
 
+def _bounded_int(literal: str) -> int:
+    if len(literal) > limits.NUMBER_CHARS:
+        raise _Refused
+    return int(literal)
+
+
+def _bounded_float(literal: str) -> float:
+    if len(literal) > limits.NUMBER_CHARS:
+        raise _Refused
+    value = float(literal)
+    if math.isinf(value):
+        raise _Refused
+    return value
+
+
+def _bounded_float_nonfinite(literal: str) -> float:
+    if len(literal) > limits.NUMBER_CHARS:
+        raise _Refused
+    return float(literal)
+
+
 def parse_json(text: str, file: str, *, what: str, code: str, max_depth: int,
                allow_nonfinite: bool = False, depth_code: str | None = None) -> Any:
     """JSON text → data, refusing duplicate keys, nesting deeper than `max_depth` (`depth_code`,
-    default `code`) and (unless `allow_nonfinite`) NaN/Infinity, each with a `UsageError` at the
-    offending line and column."""
+    default `code`), numbers longer than `limits.NUMBER_CHARS` and (unless `allow_nonfinite`)
+    NaN/Infinity, written or overflowing, each with a `UsageError` at the offending line and column.
+    The one JSON reader for data policyrun did not write in this process."""
     try:
         if allow_nonfinite:
-            data = json.loads(text, object_pairs_hook=_unique_pairs)
+            data = json.loads(text, object_pairs_hook=_unique_pairs, parse_int=_bounded_int,
+                              parse_float=_bounded_float_nonfinite)
         else:
-            data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_refuse_constant)
+            data = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_refuse_constant,
+                              parse_int=_bounded_int, parse_float=_bounded_float)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} is not valid JSON: {exc.msg}", code=code,
                          location=Location(file, exc.lineno, exc.colno)) from None
@@ -134,6 +161,14 @@ def _raise_first_problem(text: str, file: str, *, what: str, code: str, max_dept
             raise UsageError(f"{event[3]} at {_path_text(path)}: numbers must be finite (NaN compares false with "
                              "everything, so a check could pass on a broken value); write null or a number",
                              code=code, location=where)
+        if kind == "overflow" and not allow_nonfinite:
+            raise UsageError(f"{event[3]} at {_path_text(path)} overflows to Infinity: numbers must be finite "
+                             "(a check could pass on a broken value); write null or a number in range",
+                             code=code, location=where)
+        if kind == "long":
+            raise UsageError(f"a number of {event[3]:,} characters at {_path_text(path)}: numbers are limited to "
+                             f"{limits.NUMBER_CHARS} characters (checks compute with 64-bit integers); write the "
+                             "value as a string, or fix what wrote it", code=code, location=where)
     raise UsageError(f"{what} could not be read as JSON", code=code, location=Location(file))  # not reached
 
 
@@ -167,7 +202,8 @@ _SCALAR = re.compile(r"(NaN|-?Infinity)|true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+
 def _events(text: str) -> Iterator[Event]:
     """Walk a JSON text without recursion, yielding what error reporting needs:
     ("value", path, pos), ("key", path, pos), ("deep", path, pos, level), ("duplicate", object path,
-    pos, key, first pos) and ("constant", path, pos, token). Stops quietly at text it cannot read:
+    pos, key, first pos), ("constant", path, pos, token), ("overflow", path, pos, token) and
+    ("long", path, pos, length) for a number literal longer than `limits.NUMBER_CHARS`. Stops quietly at text it cannot read:
     it only runs on documents the decoder already parsed (or refused for one of these reasons)."""
     stack: list[tuple[bool, JsonPath, dict[str, int], list[int]]] = []  # (object?, path, keys, [index])
     path: JsonPath = ()
@@ -192,8 +228,13 @@ def _events(text: str) -> Iterator[Event]:
                 m = _SCALAR.match(text, pos)
                 if m is None:
                     return
+                token = m.group(0)
                 if m.group(1):
                     yield ("constant", path, pos, m.group(1))
+                elif len(token) > limits.NUMBER_CHARS:
+                    yield ("long", path, pos, len(token))
+                elif token[-1].isdigit() and not token.lstrip("-").isdigit() and math.isinf(float(token)):
+                    yield ("overflow", path, pos, token)
                 pos = m.end()
             while True:  # after a value: the next member, or close containers
                 if not stack:

@@ -30,6 +30,12 @@ RESULTS_BYTES = 64 * MIB
 RESULTS_DEPTH = FACTS_DEPTH - 8
 RESULTS_NODES = 1_000_000  # YAML results files, after alias expansion
 
+# Every number in a JSON or YAML document policyrun reads: the characters of its literal. Python
+# refuses to convert integers of more than 4,300 digits (a ValueError deep inside the decoder) and
+# CEL's integers are 64-bit (20 digits), so 100 is far above any value a check can use and far
+# below what costs time to convert.
+NUMBER_CHARS = 100
+
 # Report templates: rulebooks may ship them, so they are bounded like untrusted code.
 TEMPLATE_BYTES = 1 * MIB
 TEMPLATE_SECONDS = 30.0  # wall clock for one report

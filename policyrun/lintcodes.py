@@ -46,6 +46,9 @@ _TABLE = [
        "Check the path and its permissions; it must be a regular file."),
     _c("Y008", "error", "Nesting too deep",
        "Lists and mappings nest deeper than policyrun's bound. Flatten the structure."),
+    _c("Y009", "error", "Number too long",
+       "A number has more characters than policyrun's bound (100). Quote it if it is an identifier, or "
+       "fix what wrote it."),
     _c("S001", "error", "Schema error",
        "A required key is missing, a value has the wrong type or an unsupported value, or the format version "
        "is not supported. `policyrun schema rulebook` prints the schema; docs/language.md explains each key."),
@@ -123,6 +126,10 @@ _TABLE = [
     _c("L029", "error", "Compares a fact field with a constant of another type",
        "The field's schema type is known and differs from the constant's (e.g. `totals.passed > \"0\"`). "
        "Compare with a constant of the field's type."),
+    _c("L030", "warning", "A phase's checks on test results pass when no test ran",
+       "Every check of the phase that reads a test-results fact holds for a report with zero tests "
+       "(`<testsuites/>`), so the gate passes when nothing ran. Require tests to have run: "
+       "`&& facts.unit.totals.tests > 0`, or an evidence `facts.unit.totals.passed > 0`."),
     _c("O001", "error", "Overlay base not found, or overlay without a name",
        "`extends` must name a rulebook file or a shipped rulebook, and an overlay needs its own `name`."),
     _c("O002", "error", "`extends` cycle or chain too long",

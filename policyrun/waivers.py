@@ -4,6 +4,7 @@ A waivers file (`evaluate --waivers FILE`) lists which check of which phase of w
 waived, why, by whom, until when, and optionally under which ticket:
 
     policyrun_waivers: 1
+    issued: 2026-12-01          # optional: the day this version of the file was written
     waivers:
       - rulebook: upgrade-gpu-version
         phase: STATIC_AND_UNIT_GATE
@@ -18,6 +19,12 @@ of phase ids), only to evidence checks and stop conditions (a precondition is ne
 only until its expiry date (inclusive, UTC). An applied waiver makes the check impose no status;
 the check keeps its result and message and carries the waiver (WAIVED in every report). An
 expired, unmatched or forbidden waiver has no effect and is reported as a warning.
+
+`evaluate --as-of DAY` checks expiry against another day than today. A past day would apply a
+waiver that has expired, so it is bounded: not before the file's `issued` date (evaluating the
+file as of a day it existed reproduces what an evaluation that day gave), and, for a file that
+declares no `issued`, not before today. Whenever `--as-of` is given, a warning on stderr and in the
+trace says so.
 """
 
 from __future__ import annotations
@@ -50,11 +57,33 @@ class WaiverFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"title": "policyrun waivers"})
 
     policyrun_waivers: Literal[1] = Field(description="Waivers format version.")
+    issued: date | None = Field(default=None, description="The day this version of the file was written "
+                                                          "(YYYY-MM-DD); `evaluate --as-of` may not be earlier.")
     waivers: list[Waiver] = Field(default_factory=list)
 
 
 def load_waivers(path: Path) -> tuple[list[Waiver], list[str]]:
     """The waivers and, for each, where it is written (`file:line:col`); errors located."""
+    parsed, sources, _ = load_waivers_file(path)
+    return list(parsed.waivers), sources
+
+
+def as_of_refusal(day: date, today: date, issued: date | None) -> str | None:
+    """Why `--as-of day` is refused for a file dated `issued` (module doc), or None."""
+    if issued is not None and day < issued:
+        return (f"--as-of {day.isoformat()} is before the waivers file's `issued: {issued.isoformat()}`: a file "
+                "cannot be checked as of a day before it was written (a waiver that has expired would apply again); "
+                "give a later day, or leave --as-of out")
+    if issued is None and day < today:
+        return (f"--as-of {day.isoformat()} is in the past (today is {today.isoformat()}, UTC) and the waivers file "
+                "declares no `issued:` date, so a waiver that has expired would apply again; to reproduce an "
+                "evaluation of a past day, date the file (`issued: YYYY-MM-DD`, the day it was written) and give a "
+                "day no earlier")
+    return None
+
+
+def load_waivers_file(path: Path) -> tuple[WaiverFile, list[str], Location | None]:
+    """The parsed file, where each waiver is written, and where `issued` is."""
     from policyrun.rulebook import validation_findings
     from policyrun.yamlsource import load_yaml_file
 
@@ -75,7 +104,8 @@ def load_waivers(path: Path) -> tuple[list[Waiver], list[str]]:
     except ValidationError as exc:
         findings = validation_findings(exc, smap)
         raise UsageError(f"waivers file: {findings[0].message}", code="W001", location=findings[0].location) from None
-    return list(parsed.waivers), [str(smap.locate(("waivers", i))) for i in range(len(parsed.waivers))]
+    return (parsed, [str(smap.locate(("waivers", i))) for i in range(len(parsed.waivers))],
+            smap.locate(("issued",)) if parsed.issued is not None else None)
 
 
 def waivable(rulebook: Any, mode: str, phase: str) -> bool:
@@ -90,10 +120,11 @@ def waivable(rulebook: Any, mode: str, phase: str) -> bool:
 class Waivers:
     """The waivers of one evaluation: matched as checks fail, the rest reported at the end."""
 
-    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date) -> None:
+    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date, as_of_given: bool = False) -> None:
         self.waivers = waivers
         self.sources = sources
         self.as_of = as_of
+        self.as_of_given = as_of_given  # `--as-of`: said in every trace, never silently
         self.used: set[int] = set()
         self.notes: dict[int, str] = {}  # waiver index → why it had no effect
 
@@ -116,6 +147,9 @@ class Waivers:
     def report(self, rulebook: Any) -> dict[str, Any]:
         """What the trace records: the date, and a warning for every waiver that had no effect."""
         warnings: list[str] = []
+        if self.as_of_given:
+            warnings.append(f"--as-of {self.as_of.isoformat()}: waivers were checked against that day, not the day "
+                            "of the evaluation")
         for i, w in enumerate(self.waivers):
             if i in self.used:
                 continue

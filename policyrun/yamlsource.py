@@ -2,9 +2,10 @@
 
 PyYAML's composer gives us nodes with marks; we build the Python values ourselves so we can
 reject what a policy file must never contain (duplicate keys, non-string keys, object-building
-tags, alias bombs, nesting beyond a bound) with an error at the exact line and column. Merge keys
-(`<<: *base`) are resolved here too, so that a key written next to them overrides the merged one
-instead of counting as a duplicate, and merged keys keep the position where they were written.
+tags, alias bombs, nesting beyond a bound, numbers too long to convert) with an error at the
+exact line and column. Merge keys (`<<: *base`) are resolved here too, so that a key written next
+to them overrides the merged one instead of counting as a duplicate, and merged keys keep the
+position where they were written.
 
 Every YAML document policyrun reads goes through this module (rulebooks, inputs, test files,
 template context, `results` files): nothing calls `yaml.load` on its own.
@@ -32,6 +33,7 @@ _PLAIN_TAGS = {
     "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
     "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null",
 }
+_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -112,6 +114,11 @@ class _Builder:
             if node.tag not in _PLAIN_TAGS:
                 raise self.fail(node, "Y003", f"tag {node.tag!r} is not allowed; policy files hold plain "
                                               "strings, numbers, booleans, lists and mappings")
+            if node.tag in _NUMBER_TAGS and len(node.value) > limits.NUMBER_CHARS:
+                # Python refuses to convert an integer of more than 4,300 digits (a bare ValueError);
+                # the same bound as every JSON number (jsonfile), long before that.
+                raise self.fail(node, "Y009", f"a number of {len(node.value):,} characters: numbers are limited to "
+                                              f"{limits.NUMBER_CHARS} characters; quote it to make it a string")
             return self.loader.construct_object(node)
         if depth >= self.max_depth:
             raise self.fail(node, "Y008", f"lists and mappings nest deeper than {self.max_depth} levels here; "

@@ -59,6 +59,30 @@ def test_read_errors_are_located(tmp_path: Path) -> None:
     assert failure("file.read", tmp_path / "f.ini").code == "params.invalid"
 
 
+@pytest.mark.parametrize("suffix", ["json", "yaml", "toml"])
+@pytest.mark.parametrize("digits", [200, 5000])
+def test_a_number_too_long_for_a_facts_file_is_a_parse_error(tmp_path: Path, suffix: str, digits: int) -> None:
+    """Issue 19, item 5: whatever a probe reads, a facts file can hold and every command read back.
+    5,000 digits used to stop Python's conversion (a crash); 200 reached the facts, and the trace,
+    which report then refused."""
+    number = "9" * digits
+    text = {"json": '{"tool": {"n": %s}}', "yaml": "tool:\n  n: %s\n", "toml": "[tool]\nn = %s\n"}[suffix]
+    (tmp_path / f"doc.{suffix}").write_text(text % number)
+    err = failure("file.read", tmp_path / f"doc.{suffix}")
+    assert err.code == "file.parse_error" and f"a number of {digits:,} characters" in err.message \
+        or (suffix == "toml" and digits == 5000 and "invalid TOML" in err.message), err.message
+
+
+@pytest.mark.parametrize("kind", ["file.read", "attestation"])
+def test_yaml_nan_and_infinity_are_refused_like_json_ones(tmp_path: Path, kind: str) -> None:
+    """A NaN score in an evidence file would pass `!(score < 0.85)`; JSON's NaN is refused, and so is YAML's."""
+    (tmp_path / "accuracy.yaml").write_text("decision: go\nscores:\n  gsm8k: .nan\n")
+    params = {"schema": {"type": "object"}} if kind == "attestation" else {}
+    err = failure(kind, tmp_path / "accuracy.yaml", **params)
+    assert err.code == "file.parse_error", err.message
+    assert "accuracy.yaml:3:10: nan at scores → gsm8k: numbers must be finite" in err.message
+
+
 def test_attestation_valid(tmp_path: Path) -> None:
     doc = tmp_path / "decision.yaml"
     doc.write_text("decision: proceed\nreviewers: [ada]\n")

@@ -117,6 +117,89 @@ def test_unknown_trace_format_version_is_refused(tmp_path: Path, capsys: pytest.
     assert f"{trace}:1:" in err and "T003" in err and "policyrun_trace: 1" in err
 
 
+# --- numbers too long to convert (issue 19, item 5) ------------------------------------------------
+# Python refuses to turn more than 4,300 digits into an int with a bare ValueError from inside the
+# JSON decoder: that was exit 4 in every command reading the file. Every reader bounds numbers the
+# same way and says where the number is.
+
+HUGE = "9" * 5000
+
+
+def _with_huge_number(text: str, marker: str) -> tuple[str, int, int]:
+    """`text` with the (unique) `marker` replaced by a 5,000-digit integer; its line and column."""
+    at = text.index(marker)
+    return text.replace(marker, HUGE), text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+
+
+def _huge_trace(tmp_path: Path) -> tuple[Path, Path, Path, int, int]:
+    """A good trace, the same trace with a 5,000-digit exit code (line, column), and its facts."""
+    _failing_trace(tmp_path)
+    good = tmp_path / "out" / "trace.json"
+    text = json.dumps(json.loads(good.read_text()), indent=1).replace('"exit_code": 1', '"exit_code": @')
+    text, line, col = _with_huge_number(text, "@")
+    bad = tmp_path / "huge-trace.json"
+    bad.write_text(text)
+    return good, bad, tmp_path / "facts.json", line, col
+
+
+@pytest.mark.parametrize("command", ["evaluate", "report", "explain", "verify", "diff"])
+def test_a_5000_digit_integer_is_a_located_input_error(tmp_path: Path, command: str) -> None:
+    if command == "evaluate":
+        facts = tmp_path / "facts.json"
+        facts.write_text('{"policyrun_facts": 1,\n "facts": {"x": {\n   "value": ' + HUGE
+                         + ', "provenance": {"probe": "x", "kind": "const"}}}}\n')
+        bad, line, col, code = facts, 3, 13, "F002"
+        args = ["evaluate", str(_rulebook(tmp_path)), "--facts", str(facts), "--out", str(tmp_path / "o")]
+    else:
+        good, bad, facts, line, col = _huge_trace(tmp_path)
+        code = "T002"
+        args = {"report": ["report", str(bad), "--format", "md"], "explain": ["explain", str(bad)],
+                "verify": ["verify", str(bad), "--facts", str(facts)],
+                "diff": ["diff", str(good), str(bad)]}[command]
+    proc = _cli(*args)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert f"{bad}:{line}:{col}: {code} a number of 5,000 characters" in err and "100 characters" in err
+    assert "internal error" not in err and "Traceback" not in err
+    assert not (tmp_path / "o" / "trace.json").exists()
+
+
+def test_a_number_that_overflows_to_infinity_is_refused_like_infinity(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    facts = tmp_path / "facts.json"  # json.loads reads 1e400 as inf: `!(x < 0.85)` would pass on it
+    facts.write_text('{"policyrun_facts": 1,\n "facts": {"x": {\n   "value": 1e400, '
+                     '"provenance": {"probe": "x", "kind": "const"}}}}\n')
+    assert _evaluate(_rulebook(tmp_path), facts, tmp_path / "out") == 3
+    err = capsys.readouterr().err
+    assert f"{facts}:3:13: F002 1e400 at facts → x → value overflows to Infinity" in err
+    assert not (tmp_path / "out" / "trace.json").exists()
+
+
+def test_a_results_file_with_a_5000_digit_integer_is_a_located_probe_error(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    results.write_text('{"acc":\n  ' + HUGE + "}\n")
+    rb = _rulebook(tmp_path, RULEBOOK.replace("x: {uses: const, with: {value: 1}}",
+                                              f"x: {{uses: results, with: {{path: '{results}'}}}}")
+                   .replace("!(facts.x < 0.85)", "has(facts.x._file)"))
+    out = tmp_path / "out"
+    assert main(["evaluate", str(rb), "--out", str(out)]) == 2
+    text = (out / "trace.json").read_text(encoding="utf-8")
+    assert "results.parse_error" in text and f"{results}:2:3" in text and "5,000 characters" in text
+
+
+def test_a_5000_digit_integer_in_yaml_is_a_located_lint_error(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    rb = _rulebook(tmp_path, RULEBOOK + f"vars:\n  big: {HUGE}\n")
+    assert main(["lint", str(rb)]) == 1
+    out = capsys.readouterr().out
+    assert f"{rb}:12:8: Y009 a number of 5,000 characters" in out
+    assert _evaluate(rb, _facts(tmp_path, 1), tmp_path / "out") == 3
+    waivers = tmp_path / "waivers.yaml"
+    waivers.write_text(f"waivers:\n  - phase: A\n    check: score\n    n: {HUGE}\n")
+    assert _evaluate(_rulebook(tmp_path), _facts(tmp_path, 1), tmp_path / "out2", "--waivers", str(waivers)) == 3
+    assert f"{waivers}:4:8: Y009" in capsys.readouterr().err
+
+
 # --- traces that lie -----------------------------------------------------------------------------
 
 def _failing_trace(tmp_path: Path) -> dict[str, Any]:

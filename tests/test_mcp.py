@@ -401,3 +401,14 @@ def test_the_server_collects_garbage_although_the_cli_entry_turned_it_off(
         if was:
             gc.enable()
     assert seen == [True]
+
+
+@sdk
+def test_facts_file_with_a_5000_digit_integer_is_a_located_error(project: Path) -> None:
+    facts = project / "huge.json"  # issue 19 item 5: was an internal error (exit 4)
+    facts.write_text('{"policyrun_facts": 1,\n "facts": {"notes": {"value": ' + "9" * 5000
+                     + ', "provenance": {"probe": "notes", "kind": "path"}}}}\n', encoding="utf-8")
+    out = data(call("evaluate", {"rulebook": "ship.yaml", "facts_files": [str(facts)]}))
+    error = out["error"]
+    assert out["exit_code"] == 3 and error["code"] == "F002" and (error["line"], error["column"]) == (2, 31)
+    assert "5,000 characters" in error["message"]

@@ -312,8 +312,9 @@ def test_symlinks_fifos_and_oversize_files_are_not_parsed(tmp_path: Path, monkey
     monkeypatch.setattr(pysource, "MAX_SOURCE_BYTES", 100)
     for rev in (None, "HEAD"):
         v = probe("python.imports", repo.path, root=str(repo.path), **({"rev": rev} if rev else {}))
-        assert v["parse_errors"] == [{"file": "big.py", "line": 1, "column": None,
-                                      "message": "219 bytes, over the 100 policyrun parses"}]
+        assert v["parse_errors"] == [{"file": "big.py", "line": 1, "column": None, "message": "not parsed: 219 "
+                                      "bytes, larger than the 100 bytes policyrun parses in one Python file"}]
+        assert v["skipped"] == [{"path": "big.py", "reason": "too_large", "size": 219}]
         assert [r["site"] for r in v["imports"]] == ["small.py:1"]
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -966,3 +967,48 @@ def test_a_helper_that_never_answers_is_not_waited_for(tmp_path: Path) -> None:
     assert helper.get("b") is None  # it would be "on" b, but has never answered: b is parsed here
     assert time.monotonic() - t < 30  # not the 60 s deadline: it was not waited for
     assert helper.get("a") is None and helper.get("unknown") is None
+
+
+# --- the size bound on parsing (issue 19, item 12) -------------------------------------------------
+# A 6 MB upstream module took 28 s through these probes. Files over 1 MiB are not parsed: they are
+# listed in `skipped`, and what needed them stays unknown (an import through one is unresolved).
+
+def _with_big_module(tmp_path: Path) -> tuple[GitRepo, GitRepo, int]:
+    up = init_repo(tmp_path / "bigup")
+    up.write("up/__init__.py", "")
+    big = "class Thing:\n    pass\n\n\nLIMIT = 3\n" + "".join(f"value_{i} = {i}\n" for i in range(80_000))
+    assert len(big) > 1024 * 1024
+    up.write("up/big.py", big)
+    up.write("up/small.py", "class Small:\n    pass\n")
+    up.commit("v1")
+    up.git("tag", "v1")
+    plugin = init_repo(tmp_path / "bigplug")
+    plugin.write("p.py", "from up.big import Thing\nfrom up.small import Small\n")
+    plugin.commit("one")
+    return up, plugin, len(big.encode())
+
+
+@pytest.mark.parametrize("rev", ["v1", None])
+def test_an_import_through_a_file_too_large_to_parse_is_unresolved_and_the_file_listed(
+        tmp_path: Path, rev: str | None) -> None:
+    up, plugin, size = _with_big_module(tmp_path)
+    v = probe("python.imports", plugin.path, root=str(plugin.path),
+              resolve={"path": str(up.path), **({"rev": rev} if rev else {})})
+    thing, small = v["imports"]
+    assert (thing["target"]["found"], thing["target"]["reason"]) == (False, "parse_error")
+    assert small["target"]["found"] and small["target"]["defining_file"] == "up/small.py"
+    assert v["unresolved"] == ["p.py:1"]
+    assert v["upstream_skipped"] == [{"path": "up/big.py", "reason": "too_large", "size": size, "rev": rev}]
+    [error] = v["upstream_parse_errors"]
+    assert error["file"] == "up/big.py" and "larger than the 1048576 bytes" in error["message"]
+    assert v["skipped"] == []
+
+
+def test_symbols_and_constants_list_a_file_too_large_to_parse(tmp_path: Path) -> None:
+    up, _, size = _with_big_module(tmp_path)
+    symbols = probe("python.symbols", up.path, path=str(up.path), rev="v1", symbols=["up.big.Thing", "up.small.Small"])
+    assert symbols["not_found"] == ["up.big.Thing"]
+    assert symbols["skipped"] == [{"path": "up/big.py", "reason": "too_large", "size": size, "rev": "v1"}]
+    constants = probe("python.constants", up.path, root=str(up.path), names=["LIMIT"])
+    assert constants["constants"] == [] and constants["skipped"] == [{"path": "up/big.py", "reason": "too_large",
+                                                                       "size": size}]

@@ -39,7 +39,9 @@ def _files(tmp_path: Path, waivers: str) -> tuple[Path, Path, Path]:
     facts = tmp_path / "facts.json"
     facts.write_text('{"policyrun_facts": 1, "facts": {}}')
     w = tmp_path / "waivers.yaml"
-    w.write_text("policyrun_waivers: 1\nwaivers:\n" + waivers)
+    # `issued` keeps the fixed --as-of days below valid whatever the day the tests run (--as-of may
+    # not be earlier than the file's date).
+    w.write_text("policyrun_waivers: 1\nwaivers:\n" + waivers + "issued: 2026-12-01\n")
     return rb, facts, w
 
 
@@ -52,6 +54,9 @@ WAIVER = """\
     expires: 2027-01-31
     ticket: AFD-12
 """
+
+
+AS_OF_NOTE = "--as-of {}: waivers were checked against that day, not the day of the evaluation"
 
 
 def _run(rb: Path, facts: Path, w: Path, out: Path, *extra: str) -> tuple[int, dict]:
@@ -69,7 +74,7 @@ def test_waiver_applies_and_every_report_says_so(tmp_path: Path, capsys: pytest.
     assert check["waiver"] == {"owner": "ada@example.com", "reason": "flaky on the shared runner",
                                "expires": "2027-01-31", "ticket": "AFD-12", "source": f"{w}:3:5"}
     assert b["status"] == "FAIL" and code == 1  # B is not waivable in mode ci
-    assert trace["waivers"] == {"as_of": "2027-01-31", "warnings": []}
+    assert trace["waivers"] == {"as_of": "2027-01-31", "warnings": [AS_OF_NOTE.format("2027-01-31")]}
     md = (tmp_path / "o" / "report.md").read_text()
     assert "**WAIVED** (ada@example.com, until 2027-01-31: flaky on the shared runner (AFD-12))" in md
     capsys.readouterr()
@@ -91,7 +96,8 @@ def test_ineffective_waivers_are_warnings(tmp_path: Path, capsys: pytest.Capture
     rb, facts, w = _files(tmp_path, waivers)
     code, trace = _run(rb, facts, w, tmp_path / "o", "--mode", mode, "--as-of", "2027-02-01")
     assert trace["phases"][0]["status"] == "FAIL" and code == 1
-    [recorded] = trace["waivers"]["warnings"]
+    note, recorded = trace["waivers"]["warnings"]
+    assert note == AS_OF_NOTE.format("2027-02-01")
     assert recorded.startswith(f"{w}:3:5: waiver for A.") and warning in recorded
     assert warning in capsys.readouterr().err
 
@@ -131,7 +137,7 @@ def test_the_flagship_never_waives_a_gpu_gate(tmp_path: Path, capsys: pytest.Cap
     w = tmp_path / "waivers.yaml"
     w.write_text("policyrun_waivers: 1\nwaivers:\n  - rulebook: upgrade-gpu-version\n    phase: GPU_BASIC_E2E_GATE\n"
                  "    check: skips_documented\n    reason: the connector test is flaky\n    owner: ada@example.com\n"
-                 "    expires: 2027-01-31\n")
+                 "    expires: 2027-01-31\nissued: 2026-12-01\n")
     folder = "examples/final-unexplained-skip"
     code = main(["evaluate", "upgrade-gpu-version", "--mode", "final-validation", "--inputs", f"{folder}/inputs.yaml",
                  "--facts", f"{folder}/facts.json", "--out", str(tmp_path / "o"), "--waivers", str(w),
@@ -139,7 +145,7 @@ def test_the_flagship_never_waives_a_gpu_gate(tmp_path: Path, capsys: pytest.Cap
     trace = json.loads((tmp_path / "o" / "trace.json").read_text())
     gate = next(p for p in trace["phases"] if p["phase"] == "GPU_BASIC_E2E_GATE")
     assert code == 1 and gate["status"] == "FAIL"
-    [warning] = trace["waivers"]["warnings"]
+    _, warning = trace["waivers"]["warnings"]
     assert "phase GPU_BASIC_E2E_GATE cannot be waived in mode final-validation" in warning
     assert "cannot be waived" in capsys.readouterr().err
 
@@ -152,3 +158,43 @@ def test_a_waiver_is_named_even_when_another_check_decides_the_phase(tmp_path: P
     a = trace["phases"][0]
     assert a["status"] == "WARN" and a["blocker"] == "3 lint warnings"
     assert a["reason"] == "evidence lint_clean UNSATISFIED; WAIVED: unit_passed (ada@example.com, until 2027-01-31)"
+
+
+# --- --as-of in the past (issue 19, item 10) -------------------------------------------------------
+# A past --as-of used to apply a waiver that had expired, quietly. It may not predate the file's
+# `issued` date (or, for a file without one, today), and it is always said.
+
+EXPIRED = WAIVER.replace("expires: 2027-01-31", "expires: 2020-06-30")
+
+
+def test_a_past_as_of_cannot_revive_an_expired_waiver_of_an_undated_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, EXPIRED)
+    w.write_text("policyrun_waivers: 1\nwaivers:\n" + EXPIRED)  # no `issued`
+    out = tmp_path / "o"
+    assert main(["evaluate", str(rb), "--facts", str(facts), "--out", str(out), "--waivers", str(w),
+                 "--mode", "ci", "--as-of", "2020-06-01"]) == 3
+    err = capsys.readouterr().err
+    assert f"{w}:1:1: U003 --as-of 2020-06-01 is in the past" in err and "declares no `issued:` date" in err
+    assert not out.exists()
+
+
+def test_as_of_may_not_predate_the_files_issued_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, EXPIRED)  # issued: 2026-12-01, on line 10
+    out = tmp_path / "o"
+    assert main(["evaluate", str(rb), "--facts", str(facts), "--out", str(out), "--waivers", str(w),
+                 "--mode", "ci", "--as-of", "2026-11-30"]) == 3
+    err = capsys.readouterr().err
+    assert f"{w}:10:9: U003 --as-of 2026-11-30 is before the waivers file's `issued: 2026-12-01`" in err
+    assert not out.exists()
+
+
+def test_an_as_of_from_the_files_issued_date_on_is_allowed_and_always_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb, facts, w = _files(tmp_path, WAIVER.replace("expires: 2027-01-31", "expires: 2999-12-31"))
+    code, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2026-12-01")
+    assert trace["phases"][0]["status"] == "PASS"
+    assert trace["waivers"]["warnings"] == [AS_OF_NOTE.format("2026-12-01")]
+    assert "policyrun: warning: " + AS_OF_NOTE.format("2026-12-01") in capsys.readouterr().err
+    code, trace = _run(rb, facts, w, tmp_path / "o2", "--mode", "ci")  # today: nothing to say
+    assert trace["waivers"]["warnings"] == [] and "--as-of" not in capsys.readouterr().err

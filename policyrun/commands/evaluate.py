@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--waivers", type=Path, metavar="FILE",
                    help="waivers file: governed, expiring exceptions to checks (docs/waivers.md)")
     p.add_argument("--as-of", metavar="YYYY-MM-DD",
-                   help="the date waivers are checked against (default: today, UTC)")
+                   help="the date waivers are checked against (default: today, UTC; not before the waivers "
+                        "file's `issued:` date, or today when it has none; always reported as a warning)")
     p.add_argument("--fail-on", choices=["warn"], default=None,
                    help="exit 1 when a phase ends WARN (default: warnings are reported and exit 0)")
     p.add_argument("--allow-stale-facts", action="store_true",
@@ -115,14 +116,20 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
         return None
     from datetime import UTC, date, datetime
 
-    from policyrun.waivers import Waivers, load_waivers
+    from policyrun.errors import Location
+    from policyrun.waivers import Waivers, as_of_refusal, load_waivers_file
 
+    today = datetime.now(UTC).date()
     if as_of is None:
-        day = datetime.now(UTC).date()
+        day = today
     else:
         try:
             day = date.fromisoformat(as_of)
         except ValueError:
             raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
-    waivers, sources = load_waivers(path)
-    return Waivers(waivers, sources, as_of=day)
+    parsed, sources, issued_at = load_waivers_file(path)
+    # A past --as-of would apply a waiver that has expired: bounded by the file's date (waivers.py).
+    refusal = as_of_refusal(day, today, parsed.issued) if as_of is not None else None
+    if refusal is not None:
+        raise UsageError(refusal, code="U003", location=issued_at or Location(str(path), 1, 1))
+    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None)

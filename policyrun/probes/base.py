@@ -75,3 +75,7 @@ class Probe(Protocol):
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         """Collect the fact. Raise ProbeError for an expected failure."""
         ...
+
+    # Optional, for kinds that read results (tests.junit): `empty_value(params) -> dict`, the fact
+    # for input that holds no result at all. Lint (L030, policyrun/vacuous.py) evaluates checks
+    # against it to find gates an empty test report would pass.

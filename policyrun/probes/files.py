@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from policyrun import limits
 from policyrun.errors import PolicyrunError
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import Skipped, read_regular
@@ -34,15 +36,44 @@ def _format_of(path: Path, given: str | None) -> str:
     return fmt
 
 
-def _plain(value: Any) -> Any:
-    """TOML dates and times as ISO strings, so facts stay JSON."""
+class _TooLong(Exception):
+    def __init__(self, where: str, digits: int) -> None:
+        super().__init__(where)
+        self.where, self.digits = where, digits
+
+
+def _plain(value: Any, where: str = "") -> Any:
+    """TOML dates and times as ISO strings, so facts stay JSON; integers bounded as JSON's are
+    (tomllib reads integers of any length, so a fact could hold one no reader accepts back)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, f"{where}.{k}" if where else k) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
+    if type(value) is int and value.bit_length() > 300 and len(str(value)) > limits.NUMBER_CHARS:
+        raise _TooLong(where, len(str(value)))
     return value
+
+
+def _non_finite(value: Any) -> tuple[str | int, ...] | None:
+    """The path of the first NaN or infinite float in a document, or None."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path
+        if isinstance(node, dict):
+            stack.extend(((*path, k), v) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _doc_value(doc: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
 
 
 def read_file(path: Path, shown: str, limit: int = DOCUMENT_BYTES, param: str = "path") -> bytes:
@@ -76,9 +107,13 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
             doc, smap = load_yaml_text(text, shown)
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
+        bad = _non_finite(doc)
+        if bad is not None:  # YAML's .nan/.inf, refused as JSON's NaN/Infinity are (jsonfile)
+            raise ProbeError("file.parse_error", f"{smap.locate(bad)}: {_doc_value(doc, bad)} at "
+                             f"{' → '.join(map(str, bad)) or 'the top level'}: numbers must be finite (NaN compares "
+                             "false with everything, so a check could pass on a broken value); write null or a number")
         return doc, smap, data
     if fmt == "json":
-        from policyrun import limits
         from policyrun.jsonfile import parse_json
 
         try:  # duplicate keys, NaN/Infinity and runaway nesting refused with their position
@@ -94,7 +129,10 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
 
     try:
         return _plain(tomllib.loads(text)), None, data
-    except tomllib.TOMLDecodeError as exc:
+    except _TooLong as exc:
+        raise ProbeError("file.parse_error", f"{shown}: a number of {exc.digits:,} characters at {exc.where}: "
+                                             f"numbers are limited to {limits.NUMBER_CHARS} characters") from None
+    except ValueError as exc:  # TOMLDecodeError, and Python's refusal of integers over 4,300 digits
         raise ProbeError("file.parse_error", f"{shown}: invalid TOML: {exc}") from None
 
 

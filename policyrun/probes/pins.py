@@ -88,7 +88,7 @@ def _load_toml(path: Path, rel: str) -> tuple[dict[str, Any], str]:
     text = _text(path, rel)
     try:
         return tomllib.loads(text), text
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, and Python's refusal of integers over 4,300 digits
         raise ProbeError("file.parse_error", f"{rel}: invalid TOML: {exc}") from None
 
 

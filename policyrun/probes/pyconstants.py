@@ -17,8 +17,8 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS, statements
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, absolute_module, as_list, object_schema,
-                                       open_tree, schema_list, source_text, unparse)
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, object_schema,
+                                       open_tree, schema_list, skipped_facts, source_text, unparse)
 from policyrun.probes.search import PathFilter
 
 CONTEXTS = ("compare", "call_arg", "call_receiver", "format", "other")
@@ -243,6 +243,7 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Module-level constants and their
     "root": {"type": "string"}, "rev": {"type": ["string", "null"]}, "rev_sha": {"type": ["string", "null"]},
     "files_scanned": {"type": "integer"},
     "parse_errors": {"type": "array", "items": PARSE_ERROR_SCHEMA},
+    "skipped": SKIPPED_SCHEMA,
     "constants": {"type": "array", "items": _CONSTANT, "description": "By file, then line."},
     "by_name": {"type": "object", "additionalProperties": {"type": "array", "items": _CONSTANT},
                 "description": "Name → its rows."},
@@ -302,6 +303,7 @@ class ConstantsProbe:
                 by_name.setdefault(row["name"], []).append(row)
             value = {"root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "files_scanned": len(infos),
                      "parse_errors": [info.error.as_fact() for info in infos if info.error],
+                     "skipped": skipped_facts(info.error for info in infos if info.error),
                      "constants": rows, "by_name": by_name, "references": references,
                      "checks": [r for r in references if is_check(r)]}
             return ProbeResult(value=value, sources=[str(tree.root)],

@@ -14,8 +14,9 @@ from policyrun.probes import parsepool
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, ParseError, SourceTree, absolute_module, namer_for,
-                                       as_list, object_schema, open_tree, relative_text, schema_list)
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,
+                                       as_list, namer_for, object_schema, open_tree, relative_text, schema_list,
+                                       skipped_facts)
 from policyrun.probes.search import PathFilter
 
 
@@ -201,6 +202,12 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Imports of the scanned tree.", {
                              "name": {"type": ["string", "null"]},
                              "defining_file": {"type": ["string", "null"], "description": "At resolve.rev."},
                              "compare_defining_file": {"type": ["string", "null"], "description": "At compare_rev."}})},
+    "skipped": SKIPPED_SCHEMA | {"description": "Scanned files not parsed for their size (in parse_errors too: "
+                                                "their imports are unknown)."},
+    "upstream_skipped": {**SKIPPED_SCHEMA, "items": object_schema("An upstream file not parsed.", {
+        **SKIPPED_SCHEMA["items"]["properties"], "rev": {"type": ["string", "null"]}}),
+        "description": "Upstream files resolution needed, not parsed for their size (in upstream_parse_errors "
+                       "too; what needed them is unresolved)."},
     "upstream_parse_errors": {"type": "array", "description": "Upstream files resolution needed that do not parse.",
                               "items": object_schema("An upstream file that is not valid Python.", {
                                   **PARSE_ERROR_SCHEMA["properties"],
@@ -289,9 +296,10 @@ def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, An
             if not packages or row.module.split(".")[0] in packages:
                 rows.append(row)
     return {"root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "files_scanned": scanned,
-            "parse_errors": [e.as_fact() for e in errors], "imports": [r.as_fact() for r in rows],
-            "modules": sorted({r.module for r in rows}), "upstream": None, "by_upstream_file": {},
-            "unresolved": [], "missing_at_compare": [], "moved_at_compare": [], "upstream_parse_errors": []}
+            "parse_errors": [e.as_fact() for e in errors], "skipped": skipped_facts(errors),
+            "imports": [r.as_fact() for r in rows], "modules": sorted({r.module for r in rows}), "upstream": None,
+            "by_upstream_file": {}, "unresolved": [], "missing_at_compare": [], "moved_at_compare": [],
+            "upstream_parse_errors": [], "upstream_skipped": []}
 
 
 def resolve_rows(value: dict[str, Any], upstream: SourceTree, compare: SourceTree | None,
@@ -367,6 +375,8 @@ def _resolve_rows(value: dict[str, Any], here: Resolver, there: Resolver | None)
     value["upstream_parse_errors"] = [
         {**err.as_fact(), "rev": resolver.tree.rev}
         for resolver in (here, there) if resolver is not None for err in resolver.errors.values()]
+    value["upstream_skipped"] = [entry for resolver in (here, there) if resolver is not None
+                                 for entry in skipped_facts(resolver.errors.values(), rev=resolver.tree.rev)]
 
 
 def _site_order(site: str) -> tuple[str, int]:

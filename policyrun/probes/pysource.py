@@ -35,8 +35,13 @@ from policyrun.probes.search import PathFilter, walk_files
 # concurrent probes take turns.
 _WARNINGS_LOCK = threading.Lock()
 _REGULAR_BLOB = {"100644", "100755"}  # symlinks (120000) and submodules (160000) are not sources
-# A larger file is reported as a parse error instead of parsed: its AST would take ~25 times as much.
-MAX_SOURCE_BYTES = 16 * 1024 * 1024
+# Parsing costs time and memory in proportion to the source (an AST takes about 25 times its bytes;
+# a 6 MB generated module took 28 s through the python.* probes, long enough to time out), so a
+# larger file is not parsed. Like a file over search's bound, it is listed in the probe's
+# `skipped` ({path, reason: too_large, size}); it is also a parse error for everything that needed
+# it, so an import it would have resolved stays unresolved (fail closed). vLLM's largest module is
+# 350 KB: 1 MiB leaves room for upstream growth and bounds one file's parse to about a second.
+MAX_SOURCE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,24 @@ class ParseError:
     line: int
     column: int | None
     message: str
+    size: int | None = None  # set when the file was not parsed because it is over MAX_SOURCE_BYTES
 
     def as_fact(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "column": self.column, "message": self.message}
+
+    def skipped(self) -> dict[str, Any] | None:
+        """The `skipped` entry of a file not parsed for its size (search's shape), else None."""
+        return None if self.size is None else {"path": self.file, "reason": "too_large", "size": self.size}
+
+
+def too_large(rel: str, size: int) -> ParseError:
+    return ParseError(rel, 1, None, f"not parsed: {size} bytes, larger than the {MAX_SOURCE_BYTES} bytes policyrun "
+                                    "parses in one Python file", size)
+
+
+def skipped_facts(errors: Iterable[ParseError], **extra: Any) -> list[dict[str, Any]]:
+    """The `skipped` list of a probe: its files not parsed for their size, each with `extra`."""
+    return [{**entry, **extra} for e in errors if (entry := e.skipped()) is not None]
 
 
 # Parsed modules and what probes compute from them, by (what, content hash, path), shared by every
@@ -103,7 +123,10 @@ def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
 
 def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
     """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
-    Results are cached by content, so the same file parsed by several probes is parsed once."""
+    Results are cached by content, so the same file parsed by several probes is parsed once.
+    Every parse of a probe goes through here, so this is where the size bound holds."""
+    if len(data) > MAX_SOURCE_BYTES:
+        return too_large(rel, len(data))
     return memo("ast", data, rel, lambda: _parse(data, rel))
 
 
@@ -260,7 +283,7 @@ class SourceTree:
         if data is None:
             return None
         if isinstance(data, int):
-            return b"", ParseError(rel, 1, None, f"{data} bytes, over the {MAX_SOURCE_BYTES} policyrun parses")
+            return b"", too_large(rel, data)
         return data, parse_source(data, rel)
 
     def select(self, keep: PathFilter) -> list[str]:
@@ -436,6 +459,14 @@ def object_schema(description: str, props: Mapping[str, Any], *, nullable: bool 
     return {"type": ["object", "null"] if nullable else "object", "description": description,
             "properties": dict(props)}
 
+
+SKIPPED_SCHEMA: dict[str, Any] = {
+    "type": "array", "description": f"Python files not parsed because they are larger than {MAX_SOURCE_BYTES} "
+                                    "bytes (also in the parse errors: what needed them is unknown).",
+    "items": object_schema("A file not parsed.", {
+        "path": {"type": "string", "description": "Path relative to the tree's root."},
+        "reason": {"type": "string", "description": "`too_large`."},
+        "size": {"type": "integer", "description": "Bytes."}})}
 
 PARSE_ERROR_SCHEMA = object_schema("A file that is not valid Python.", {
     "file": {"type": "string", "description": "Path relative to the scanned root."},

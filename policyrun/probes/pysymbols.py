@@ -15,8 +15,8 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, as_list, object_schema, open_tree,
-                                       schema_list, unparse)
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, as_list, object_schema, open_tree,
+                                       schema_list, skipped_facts, unparse)
 from policyrun.probes.search import PathFilter
 
 SYMBOL_KINDS = ("module", "class", "function", "async function", "method", "async method", "assignment",
@@ -170,6 +170,9 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Definitions and their signatures
     "parse_errors": {"type": "array", "items": PARSE_ERROR_SCHEMA | {"properties": {
         **PARSE_ERROR_SCHEMA["properties"], "rev": {"type": ["string", "null"]}}},
                      "description": "Files the lookups needed that are not valid Python."},
+    "skipped": {**SKIPPED_SCHEMA, "items": object_schema("A file not parsed.", {
+        **SKIPPED_SCHEMA["items"]["properties"], "rev": {"type": ["string", "null"]}}),
+        "description": "Files the lookups needed, not parsed for their size (in parse_errors too)."},
 })
 
 PARAMS_SCHEMA: Mapping[str, Any] = {
@@ -224,6 +227,8 @@ class SymbolsProbe:
                 "not_found": [r["name"] for r in rows if not r["found"]],
                 "parse_errors": [{**e.as_fact(), "rev": r.tree.rev} for r in (here, there) if r is not None
                                  for e in r.errors.values()],
+                "skipped": [entry for r in (here, there) if r is not None
+                            for entry in skipped_facts(r.errors.values(), rev=r.tree.rev)],
             }
             commands = list(tree.repo.commands) if tree.repo else [f"python walk of {tree.root}"]
             if compare is not None and compare.repo is not None:

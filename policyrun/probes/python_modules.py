@@ -120,13 +120,18 @@ class PythonModulesProbe:
             except OSError as exc:
                 raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
                                  commands=commands) from None
-        try:
-            got = json.loads(proc.stdout.decode("utf-8", "replace"))
+        from policyrun import limits
+        from policyrun.errors import PolicyrunError
+        from policyrun.jsonfile import parse_json
+
+        try:  # the interpreter is the user's: its output is parsed as strictly as any input
+            got = parse_json(proc.stdout.decode("utf-8", "replace"), exe, what="modules script output",
+                             code="python.script_failed", max_depth=limits.RESULTS_DEPTH)
             modules = {name: _entry(got["modules"][name]) for name in names}
             version = got["python_version"]
             if not isinstance(version, str):
                 raise TypeError("python_version")
-        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nesting
+        except (ValueError, KeyError, TypeError, PolicyrunError):
             stderr = proc.stderr.decode("utf-8", "replace")
             raise ProbeError("python.script_failed", f"the modules script printed no result in {exe} (exit "
                              f"{proc.returncode}): {_tail(stderr) or '(no stderr)'}", commands=commands) from None
