@@ -221,12 +221,20 @@ class _Guard(Protocol):
 
 
 _guard: _Guard | None = None
+_refusals = 0  # expressions the guard refused in this process (see refusals())
 
 
 def set_guard(guard: _Guard | None) -> None:
     """Install the watcher of expression evaluation (policyrun.guard, in its evaluation child)."""
     global _guard
     _guard = guard
+
+
+def refusals() -> int:
+    """How many evaluations the guard refused (an expression past its time or memory limit) in this
+    process: an evaluation of several runs in one child (engine.evaluate_all) checks it, because a
+    refusal then holds for every run, not only the one whose facts made the expression slow."""
+    return _refusals
 
 
 def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
@@ -236,6 +244,8 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
     if guard is not None:
         refused = guard.enter(compiled.source)
         if refused is not None:
+            global _refusals
+            _refusals += 1
             return Outcome(error=refused, kind="limit")
     try:
         if activation is not None:
