@@ -18,6 +18,7 @@ from functools import cache, cached_property
 from typing import Any, Protocol
 
 from policyrun.celast import CheckedAst, PathRead, parse_serialized, variable_reads
+from policyrun.celsyntax import explain as explain_syntax
 from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
 # `violations` is bound only while an evidence's own check and message are evaluated.
@@ -111,13 +112,22 @@ def _parse_cel_error(text: str) -> ExprError:
     m = _CEL_ERROR.search(text)
     if not m:
         return ExprError("X001", text.strip().splitlines()[0] if text.strip() else "invalid expression")
-    line, col, msg = int(m.group(1)), int(m.group(2)), m.group(3).strip()
+    line, col, msg = int(m.group(1)), int(m.group(2)), m.group(3).strip().removesuffix("[INVALID_ARGUMENT]").strip()
     if msg.startswith("Syntax error:"):
-        return ExprError("X001", msg, line, col)
+        words = explain_syntax(msg.removeprefix("Syntax error:"))
+        return ExprError("X001", f"syntax error in the expression: {words}", line, col)
     if msg.startswith("undeclared reference"):
         msg = msg.replace(" (in container '')", "")
         return ExprError("X003", f"{msg}; conditions may read only {', '.join(VARIABLES[:-1])}", line, col)
     return ExprError("X002", f"type error: {msg}", line, col)
+
+
+def caret(source: str, line: int, column: int) -> str:
+    """The line of `source` that holds (line, column), and a `^` under the column, each indented
+    two spaces: shown under a message about an expression."""
+    lines = source.splitlines() or [""]
+    text = lines[min(max(line, 1), len(lines)) - 1]
+    return f"  {text}\n  {' ' * (max(column, 1) - 1)}^"
 
 
 # Expressions longer than this are refused at compile time: the runtime's parser recurses, and a
