@@ -40,7 +40,11 @@ def resolve_ref(ref: str | None) -> Path:
     found = shipped_or_hint(ref)
     if isinstance(found, Path):
         return found
-    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{found}", code="U001")
+    from policyrun.didyoumean import path_hint
+
+    # A path-like argument (a '/' or a .yaml suffix) most likely misspells a file: name the closest.
+    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{path_hint(ref) or found}",
+                     code="U001")
 
 
 def shipped_or_hint(name: str) -> Path | str:

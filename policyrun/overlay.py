@@ -158,8 +158,10 @@ def _resolve(overlay: Path, ref: str, where: Location) -> Path:
     found = shipped_or_hint(ref)
     if isinstance(found, Path):
         return found
+    from policyrun.didyoumean import path_hint
+
     raise RulebookError(f"`extends: {ref}` is neither a file (relative to this rulebook) nor a shipped rulebook"
-                        f"{found}", code="O001", location=where)
+                        f"{path_hint(ref, overlay.parent) or found}", code="O001", location=where)
 
 
 def _merge(base: _Doc, over: dict[str, Any], smap: SourceMap) -> _Doc:
@@ -306,8 +308,12 @@ def _disable(out: _Doc, phase: dict[str, Any], entries: Any, i: int, j: int, sma
             if found:
                 break
         if not found:
-            raise RulebookError(f"phase {phase.get('id')} has no check {entry['id']!r} to disable", code="O003",
-                                location=where)
+            from policyrun.didyoumean import hint
+
+            ids = [cid for kind in _CHECK_LISTS for c in phase.get(kind) or [] if isinstance(cid := _check_id(c, kind), str)]
+            known = hint(entry["id"], ids) or f"; its checks: {', '.join(ids) or 'none'}"
+            raise RulebookError(f"phase {phase.get('id')} has no check {entry['id']!r} to disable{known}",
+                                code="O003", location=where)
         disabled.append({"id": entry["id"], "reason": entry["reason"]})
         out.origins[("phases", i, "disabled", len(disabled) - 1)] = Origin(smap, ("phases", j, "disable", m))
     phase["disabled"] = disabled
