@@ -45,3 +45,13 @@ def test_a_misspelt_shipped_name_still_gets_the_shipped_name(tree: Path, capsys:
     assert "did you mean 'upgrade-gpu-version'?" in capsys.readouterr().err
     assert main(["lint", "policies/nothing-like-it.yaml"]) == 3
     assert "; shipped rulebooks: gpu-node-preflight, upgrade-gpu-version" in capsys.readouterr().err
+
+
+def test_the_example_in_docs_cli_is_what_policyrun_prints(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parent.parent
+    text = " ".join((root / "docs" / "cli.md").read_text(encoding="utf-8").split())
+    assert "`rulebook/upgrade-gpu-verison.yaml` → `did you mean 'rulebooks/upgrade-gpu-version.yaml'?`" in text
+    monkeypatch.chdir(root)
+    assert main(["lint", "rulebook/upgrade-gpu-verison.yaml"]) == 3
+    assert "did you mean 'rulebooks/upgrade-gpu-version.yaml'?" in capsys.readouterr().err
