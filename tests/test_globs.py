@@ -8,6 +8,7 @@ directories. One `git check-ignore --stdin` answers every case.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -57,7 +58,10 @@ CASES: list[tuple[str, str]] = [
 @pytest.fixture(scope="module")
 def git_says(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], bool]:
     repo = tmp_path_factory.mktemp("gitglobs")
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    # Only this repository's rules count: no GIT_DIR from a hook, no global excludes file.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
     asked = []
     for n, (pattern, path) in enumerate(CASES):
         case = repo / f"c{n}"
@@ -66,7 +70,7 @@ def git_says(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
         (case / ".gitignore").write_text(pattern + "\n")
         asked.append(f"c{n}/{path}")
     done = subprocess.run(["git", "-c", "core.ignorecase=false", "check-ignore", "--no-index", "--stdin", "-z"],
-                          cwd=repo, input="\0".join(asked) + "\0", capture_output=True, text=True)
+                          cwd=repo, input="\0".join(asked) + "\0", capture_output=True, text=True, env=env)
     assert done.returncode in (0, 1), done.stderr
     ignored = set(done.stdout.split("\0"))
     return {case: f"c{n}/{case[1]}" in ignored for n, case in enumerate(CASES)}
@@ -125,3 +129,9 @@ def test_the_anchored_form_covers_neither_depths_nor_contents() -> None:
     regex = re2.compile(anchored_source("*.json"))
     assert regex.fullmatch("a.json") and not regex.fullmatch("x/a.json") and not regex.fullmatch("a.json/x")
     assert re2.compile(anchored_source("**/config.json")).fullmatch("sub/deep/config.json")
+
+
+def test_a_file_name_may_hold_a_newline() -> None:
+    assert glob_match("dir/a\nb.py", "*.py") and glob_match("dir/a\nb.py", "dir/a?b.py")
+    assert PathFilter(["dir/"], []).select(["dir/x\ny/z", "other"]) == ["dir/x\ny/z"]
+    assert PathFilter(["**"], ["*\n*"]).select(["a\nb", "ab"]) == ["ab"]
