@@ -310,7 +310,8 @@ def _disable(out: _Doc, phase: dict[str, Any], entries: Any, i: int, j: int, sma
         if not found:
             from policyrun.didyoumean import hint
 
-            ids = [cid for kind in _CHECK_LISTS for c in phase.get(kind) or [] if isinstance(cid := _check_id(c, kind), str)]
+            ids = [cid for kind in _CHECK_LISTS for c in phase.get(kind) or []
+                   if isinstance(cid := _check_id(c, kind), str)]
             known = hint(entry["id"], ids) or f"; its checks: {', '.join(ids) or 'none'}"
             raise RulebookError(f"phase {phase.get('id')} has no check {entry['id']!r} to disable{known}",
                                 code="O003", location=where)

@@ -85,13 +85,13 @@ def render_junit(outcome: Outcome) -> str:
                 failure.text = _x("\n".join(r.failures))
     if gate:
         cov = outcome.coverage
-        suite = ET.SubElement(suites, "testsuite", name="coverage", tests="1", failures=str(int(not outcome.coverage_ok)),
-                              errors="0", skipped="0", time="0")
+        suite = ET.SubElement(suites, "testsuite", name="coverage", tests="1",
+                              failures=str(int(not outcome.coverage_ok)), errors="0", skipped="0", time="0")
         case = ET.SubElement(suite, "testcase", name=f"expression coverage is at least {outcome.min_coverage:g}%",
                              classname="coverage", time="0")
         if not outcome.coverage_ok:
-            failure = ET.SubElement(case, "failure", type="FAIL",
-                                    message=f"coverage {cov.percent:.1f}% is below --min-coverage {outcome.min_coverage:g}%")
+            why = f"coverage {cov.percent:.1f}% is below --min-coverage {outcome.min_coverage:g}%"
+            failure = ET.SubElement(case, "failure", type="FAIL", message=why)
             failure.text = _x("uncovered:\n" + "\n".join(_uncovered(cov)))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

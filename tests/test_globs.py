@@ -69,7 +69,8 @@ def git_says(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
         (case / path).write_text("")
         (case / ".gitignore").write_text(pattern + "\n")
         asked.append(f"c{n}/{path}")
-    done = subprocess.run(["git", "-c", "core.ignorecase=false", "-c", f"core.excludesFile={os.devnull}", "check-ignore", "--no-index", "--stdin", "-z"],
+    done = subprocess.run(["git", "-c", "core.ignorecase=false", "-c", f"core.excludesFile={os.devnull}",
+                           "check-ignore", "--no-index", "--stdin", "-z"],
                           cwd=repo, input="\0".join(asked) + "\0", capture_output=True, text=True, env=env)
     assert done.returncode in (0, 1), done.stderr
     ignored = set(done.stdout.split("\0"))
