@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyrun.errors import Finding, FindingSink
-from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, split_template
+from policyrun.expr import Compiled, ExprError, caret, compile_condition, compile_expr, split_template
 from policyrun.rulebook import LoadedRulebook, node_path_text
 from policyrun.yamlsource import NodePath
 
@@ -254,9 +254,10 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             lead = len(site.source) - len(site.source.lstrip()) if not site.condition else 0
             line, col = exc.line, exc.column + (lead if exc.line == 1 else 0)
             where = _position(rb, site, line, col)
-            at = f"line {exc.line}, column {exc.column}" if exc.line > 1 else f"column {exc.column}"
-            sink.add(exc.code, f"{exc.message} ({at} of `{site.source.strip()}`)", where,
-                     node=node_path_text(site.path))
+            # The expression, with a `^` under the column, is shown under the message (text output).
+            shown = site.source if site.condition else site.source.strip()
+            sink.add(exc.code, exc.message, where, node=node_path_text(site.path),
+                     excerpt=caret(shown, exc.line, exc.column))
             continue
         for probe in sorted(compiled.fact_status):
             used_probes.add(probe)

@@ -3,6 +3,8 @@ map check positions for the trace, and build the rulebook reference auditors see
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -73,20 +75,51 @@ def rulebook_ref(rb: LoadedRulebook) -> RulebookRef:
                        if len(rb.chain) > 1 else [])
 
 
+@dataclass(frozen=True)
+class Run:
+    """One evaluation's arguments beside the rulebook."""
+
+    mode: str
+    inputs: dict[str, Any]
+    facts: FactsSnapshot
+    notes: dict[str, Any] | None = None
+    fail_on_warn: bool = False
+    waivers: Any = None
+
+
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
              timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False,
              waivers: Any = None) -> Trace:
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
+    return evaluate_all(rb, [Run(mode, inputs, facts, notes, fail_on_warn, waivers)], timestamp=timestamp)[0]
+
+
+def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = True) -> list[Trace]:
+    """Evaluate several runs of one rulebook in one guarded child (`policyrun test`'s cases): one
+    fork, and each expression compiled once, where a child per run paid both every time (most of
+    the time of a test suite). If the guard refused an expression, that refusal would hold for
+    every run, including runs whose facts do not make it slow: then each run is evaluated again on
+    its own, so every trace is the one `evaluate` gives."""
+    from policyrun import expr
     from policyrun.guard import run_guarded
 
     ref = rulebook_ref(rb)
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
-    # Computed before the guard forks and cached on the snapshot, so every evaluation child reads
-    # them instead of computing them again (and losing the result when it exits).
-    facts.values()
-    facts.digest()
-    records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
-                                                   rulebook_ref=ref, locations=locations, generated_at=stamp,
-                                                   notes=notes, fail_on_warn=fail_on_warn, waivers=waivers))
-    return Trace.model_validate(with_provenance(records, facts))
+    for run in runs:
+        # Computed before the guard forks and cached on the snapshot, so every evaluation child reads
+        # them instead of computing them again (and losing the result when it exits).
+        run.facts.values()
+        run.facts.digest()
+
+    def records(batch: Sequence[Run]) -> tuple[list[dict[str, Any]], bool]:
+        before = expr.refusals()
+        out = [evaluate_records(rb.model, mode=r.mode, inputs=r.inputs, facts=r.facts, rulebook_ref=ref,
+                                locations=locations, generated_at=stamp, notes=r.notes,
+                                fail_on_warn=r.fail_on_warn, waivers=r.waivers) for r in batch]
+        return out, expr.refusals() > before
+
+    done, refused = run_guarded(lambda: records(runs))
+    if refused and len(runs) > 1:
+        done = [run_guarded(lambda: records([run]))[0][0] for run in runs]
+    return [Trace.model_validate(with_provenance(rec, run.facts)) for rec, run in zip(done, runs)]

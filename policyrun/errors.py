@@ -62,6 +62,8 @@ class Finding:
     severity: Severity = "error"
     # Path to the node inside the document ("phases → FREEZE_IDENTITY → evidence[2] → check").
     node: str = ""
+    # Lines shown under the message in text output: an expression with a `^` under the column.
+    excerpt: str = ""
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         loc = self.location
@@ -69,7 +71,8 @@ class Finding:
 
     def render(self) -> str:
         where = f" (at {self.node})" if self.node else ""
-        return terminal_text(f"{self.location}: {self.code} {self.message}{where}")
+        below = f"\n{self.excerpt}" if self.excerpt else ""
+        return terminal_text(f"{self.location}: {self.code} {self.message}{where}{below}")
 
 
 class PolicyrunError(Exception):
@@ -107,5 +110,5 @@ class FindingSink:
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, code: str, message: str, location: Location, *, severity: Severity = "error",
-            node: str = "") -> None:
-        self.findings.append(Finding(code, message, location, severity, node))
+            node: str = "", excerpt: str = "") -> None:
+        self.findings.append(Finding(code, message, location, severity, node, excerpt))

@@ -18,6 +18,7 @@ from functools import cache, cached_property
 from typing import Any, Protocol
 
 from policyrun.celast import CheckedAst, PathRead, parse_serialized, variable_reads
+from policyrun.celsyntax import explain as explain_syntax
 from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
 # `violations` is bound only while an evidence's own check and message are evaluated.
@@ -111,13 +112,22 @@ def _parse_cel_error(text: str) -> ExprError:
     m = _CEL_ERROR.search(text)
     if not m:
         return ExprError("X001", text.strip().splitlines()[0] if text.strip() else "invalid expression")
-    line, col, msg = int(m.group(1)), int(m.group(2)), m.group(3).strip()
+    line, col, msg = int(m.group(1)), int(m.group(2)), m.group(3).strip().removesuffix("[INVALID_ARGUMENT]").strip()
     if msg.startswith("Syntax error:"):
-        return ExprError("X001", msg, line, col)
+        words = explain_syntax(msg.removeprefix("Syntax error:"))
+        return ExprError("X001", f"syntax error in the expression: {words}", line, col)
     if msg.startswith("undeclared reference"):
         msg = msg.replace(" (in container '')", "")
         return ExprError("X003", f"{msg}; conditions may read only {', '.join(VARIABLES[:-1])}", line, col)
     return ExprError("X002", f"type error: {msg}", line, col)
+
+
+def caret(source: str, line: int, column: int) -> str:
+    """The line of `source` that holds (line, column), and a `^` under the column, each indented
+    two spaces: shown under a message about an expression."""
+    lines = source.splitlines() or [""]
+    text = lines[min(max(line, 1), len(lines)) - 1]
+    return f"  {text}\n  {' ' * (max(column, 1) - 1)}^"
 
 
 # Expressions longer than this are refused at compile time: the runtime's parser recurses, and a
@@ -221,12 +231,20 @@ class _Guard(Protocol):
 
 
 _guard: _Guard | None = None
+_refusals = 0  # expressions the guard refused in this process (see refusals())
 
 
 def set_guard(guard: _Guard | None) -> None:
     """Install the watcher of expression evaluation (policyrun.guard, in its evaluation child)."""
     global _guard
     _guard = guard
+
+
+def refusals() -> int:
+    """How many evaluations the guard refused (an expression past its time or memory limit) in this
+    process: an evaluation of several runs in one child (engine.evaluate_all) checks it, because a
+    refusal then holds for every run, not only the one whose facts made the expression slow."""
+    return _refusals
 
 
 def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
@@ -236,6 +254,8 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
     if guard is not None:
         refused = guard.enter(compiled.source)
         if refused is not None:
+            global _refusals
+            _refusals += 1
             return Outcome(error=refused, kind="limit")
     try:
         if activation is not None:

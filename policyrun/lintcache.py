@@ -98,7 +98,7 @@ def lookup(path: Path) -> list[Finding] | None:
         if any(_sha256(dep) != digest for dep, digest in record.get("deps", [])):
             return None
         return [Finding(f["code"], f["message"], Location(f["file"], f["line"], f["column"]), f["severity"],
-                        f["node"]) for f in record["findings"]]
+                        f["node"], f.get("excerpt", "")) for f in record["findings"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -114,7 +114,7 @@ def store(path: Path, findings: list[Finding], deps: list[Path]) -> None:
                   "deps": [[str(d), _sha256(str(d))] for d in sorted(set(deps))],
                   "findings": [{"code": f.code, "message": f.message, "file": f.location.file,
                                 "line": f.location.line, "column": f.location.column, "severity": f.severity,
-                                "node": f.node} for f in findings]}
+                                "node": f.node, "excerpt": f.excerpt} for f in findings]}
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as f:

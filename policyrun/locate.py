@@ -57,12 +57,16 @@ def resolve_ref(ref: str | None, relative_to: Path | None = None) -> Path:
         if path.is_file():
             return path
         what = "is a folder, not a rulebook file" if path.is_dir() else "is not a file"
-        raise UsageError(f"rulebook {ref!r} {what}; shipped rulebooks are named without a folder or suffix "
-                         f"({', '.join(shipped_rulebooks()) or 'none'})", code="U001")
+        from policyrun.didyoumean import path_hint
+
+        # A path most likely misspells a file: name the closest one, else what is shipped.
+        hint = path_hint(ref, relative_to) or (f"; shipped rulebooks are named without a folder or suffix "
+                                               f"({', '.join(shipped_rulebooks()) or 'none'})")
+        raise UsageError(f"rulebook {ref!r} {what}{hint}", code="U001")
     found = shipped_or_hint(ref, relative_to or Path.cwd())
     if isinstance(found, Path):
         return found
-    raise UsageError(f"rulebook {ref!r} is neither a file nor a shipped rulebook{found}", code="U001")
+    raise UsageError(f"rulebook {ref!r} is not a shipped rulebook{found}", code="U001")
 
 
 def shipped_or_hint(name: str, folder: Path | None = None) -> Path | str:

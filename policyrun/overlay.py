@@ -158,12 +158,14 @@ def _resolve(overlay: Path, ref: str, where: Location) -> Path:
         candidate = overlay.parent / ref
         if candidate.is_file():
             return candidate
-        raise RulebookError(f"`extends: {ref}` is not a file (a path is relative to this rulebook)", code="O001",
-                            location=where)
+        from policyrun.didyoumean import path_hint
+
+        raise RulebookError(f"`extends: {ref}` is not a file (a path is relative to this rulebook)"
+                            f"{path_hint(ref, overlay.parent)}", code="O001", location=where)
     found = shipped_or_hint(ref, overlay.parent)
     if isinstance(found, Path):
         return found
-    raise RulebookError(f"`extends: {ref}` is neither a file nor a shipped rulebook{found}", code="O001",
+    raise RulebookError(f"`extends: {ref}` is not a shipped rulebook{found}", code="O001",
                         location=where)
 
 
@@ -311,8 +313,13 @@ def _disable(out: _Doc, phase: dict[str, Any], entries: Any, i: int, j: int, sma
             if found:
                 break
         if not found:
-            raise RulebookError(f"phase {phase.get('id')} has no check {entry['id']!r} to disable", code="O003",
-                                location=where)
+            from policyrun.didyoumean import hint
+
+            ids = [cid for kind in _CHECK_LISTS for c in phase.get(kind) or []
+                   if isinstance(cid := _check_id(c, kind), str)]
+            known = hint(entry["id"], ids) or f"; its checks: {', '.join(ids) or 'none'}"
+            raise RulebookError(f"phase {phase.get('id')} has no check {entry['id']!r} to disable{known}",
+                                code="O003", location=where)
         disabled.append({"id": entry["id"], "reason": entry["reason"]})
         out.origins[("phases", i, "disabled", len(disabled) - 1)] = Origin(smap, ("phases", j, "disable", m))
     phase["disabled"] = disabled

@@ -8,6 +8,7 @@ and evidence check, which results the suite made it take.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -187,8 +188,19 @@ def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
     return FactsSnapshot(facts=out)
 
 
-def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
-    from policyrun.engine import evaluate, load_checked
+@dataclass
+class Selection:
+    """Which cases run (`policyrun test -k`), and how many were left out."""
+
+    accepts: Callable[[str], bool]
+    deselected: int = 0
+
+
+def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None) -> list[CaseResult]:
+    """Run the cases of one test file that `selection` accepts (every case without it). The
+    rulebook is loaded once and every case is evaluated in one guarded child (engine.evaluate_all),
+    so the rulebook's expressions are compiled once per file, not once per case."""
+    from policyrun.engine import Run, evaluate_all, load_checked
     from policyrun.inputs import resolve_inputs, select_mode
     from policyrun.waivers import Waivers, load_waivers
 
@@ -197,10 +209,22 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
     # The rule for rulebook arguments (policyrun.locate): a path is relative to the suite, a name is shipped.
     rb = load_checked(resolve_ref(suite.rulebook, relative_to=base))
     coverage.declare(rb)
+    loaded: dict[str, FactsSnapshot] = {}  # cases of a file often share snapshot files
+
+    def snapshot(name: str) -> tuple[str, FactsSnapshot]:
+        key = str(base / name)
+        if key not in loaded:
+            loaded[key] = load_facts(base / name)
+        return key, loaded[key]
+
     results: list[CaseResult] = []
+    runs: list[tuple[int, Run]] = []
     for case in suite.cases:
+        if selection is not None and not selection.accepts(case.name):
+            selection.deselected += 1
+            continue
         try:
-            snapshots = [(str(base / f), load_facts(base / f)) for f in [*suite.facts_files, *case.facts_files]]
+            snapshots = [snapshot(f) for f in [*suite.facts_files, *case.facts_files]]
             inline = _inline_facts(case.facts)
             # Inline facts override snapshot facts of the same id: a case states what differs.
             merged = merge_facts(snapshots).facts if snapshots else {}
@@ -214,9 +238,13 @@ def run_suite(path: Path, coverage: Coverage) -> list[CaseResult]:
         except UsageError as exc:
             results.append(CaseResult(path, case, None, [f"cannot run: {exc.render()}"]))
             continue
-        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, waivers=waivers)
+        runs.append((len(results), Run(mode, inputs, facts, waivers=waivers)))
+        results.append(CaseResult(path, case, None))
+    traces = evaluate_all(rb, [run for _, run in runs], timestamp=False) if runs else []
+    for (at, _), trace in zip(runs, traces):
         coverage.record(trace)
-        results.append(CaseResult(path, case, trace, _compare(case.expect, trace)))
+        results[at].trace = trace
+        results[at].failures = _compare(results[at].case.expect, trace)
     return results
 
 

@@ -51,12 +51,15 @@ class SourceMap:
     def locate_in_scalar(self, path: NodePath, line: int, column: int) -> Location:
         """Map a 1-based line/column inside a string scalar's value to the file position.
 
-        Exact for plain and quoted single-line scalars and for literal blocks (`|`); for folded
-        or multi-line flow scalars the line is exact and the column approximate.
+        Exact for plain and quoted single-line scalars, literal blocks (`|`) and folded blocks
+        (`>`) of plain lines; for multi-line flow scalars the line is exact and the column
+        approximate.
         """
         base = self.locate(path)
         style = self.styles.get(tuple(path))
-        if style in ("|", ">"):
+        if style == ">":
+            return self._in_folded(base, line, column)
+        if style == "|":
             file_line = base.line + line
             lines = self.text.splitlines()
             indent = 0
@@ -68,6 +71,28 @@ class SourceMap:
         if line == 1:
             return Location(self.file, base.line, base.column + quote + column - 1)
         return Location(self.file, base.line + line - 1, column)
+
+    def _in_folded(self, base: Location, line: int, column: int) -> Location:
+        """A position in a folded block's value, where each run of non-blank lines is one line
+        (its lines joined by a space) and each blank line ends one: walk the file's lines."""
+        lines = self.text.splitlines()
+        i = base.line  # 0-based index of the block's first line (base is its header, 1-based)
+        for _ in range(line - 1):  # skip the value's earlier lines: each ends at a blank line
+            while i < len(lines) and lines[i].strip():
+                i += 1
+            i += 1
+        column = max(column, 1)
+        while i < len(lines):
+            row = lines[i]
+            indent = len(row) - len(row.lstrip(" "))
+            content = row[indent:]
+            last = i + 1 >= len(lines) or not lines[i + 1].strip() or \
+                len(lines[i + 1]) - len(lines[i + 1].lstrip(" ")) < indent
+            if column <= len(content) + 1 or last:
+                return Location(self.file, i + 1, indent + column)
+            column -= len(content) + 1  # the line and the space that joined it to the next
+            i += 1
+        return base
 
     def locate(self, path: NodePath, *, key: bool = False) -> Location:
         """The location of `path`, or of its nearest ancestor that has one."""

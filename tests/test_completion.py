@@ -67,6 +67,51 @@ def test_bash_completes_commands_options_and_choices(tmp_path: Path, capsys: pyt
     assert "facts.json" in complete("eval", "x", "--facts", "fa")  # file arguments complete files
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_rulebook_names_modes_probe_kinds_and_formats(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script("bash", tmp_path, capsys)
+    (tmp_path / "mine.yaml").write_text("policyrun: 1\nname: mine\nmodes:\n  quick: {phases: [P]}\n"
+                                        "  thorough: {phases: [P]}\nphases:\n  - {id: P}\n")
+
+    def complete(*words: str) -> list[str]:
+        # `policyrun` here is this interpreter's, as an installed console script would be.
+        words_text = " ".join(f"'{w}'" for w in words)
+        probe = (f"policyrun() {{ '{sys.executable}' -m policyrun \"$@\"; }}; source {path}; "
+                 "complete -p policyrun >/dev/null || exit 9; "
+                 f"COMP_WORDS=(policyrun {words_text}); COMP_CWORD={len(words)}; "
+                 "_shtab_policyrun; printf '%s\\n' \"${COMPREPLY[@]}\"")
+        proc = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return [line for line in proc.stdout.splitlines() if line]
+
+    assert complete("evaluate", "upg") == ["upgrade-gpu-version"]  # a shipped rulebook's name
+    assert complete("lint", "gpu") == ["gpu-node-preflight"]
+    assert complete("evaluate", "mi") == ["mine.yaml"]  # and files
+    assert complete("eval", "--rulebook", "up") == ["upgrade-gpu-version"]
+    assert complete("evaluate", "upgrade-gpu-version", "--mode", "") == ["planning-audit", "implementation",
+                                                                         "final-validation"]
+    assert complete("collect", "mine.yaml", "-m", "th") == ["thorough"]  # the named file's modes
+    assert complete("eval", "facts.x", "--facts", "f.json", "-r", "mine.yaml", "--mode", "") == ["quick", "thorough"]
+    assert complete("evaluate", "missing.yaml", "--mode", "") == []  # quietly nothing, no error text
+    assert complete("probes", "search.") == ["search.literal", "search.regex"]
+    assert complete("probes", "git.re") == ["git.repo", "git.resolve"]
+    assert complete("test", "--format", "") == ["text", "json", "junit"]
+    assert complete("report", "t.json", "--format", "ju") == ["junit"]
+
+
+def test_modes_helper_names_the_modes_of_the_rulebook_on_the_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "--modes", "evaluate", "gpu-node-preflight", "--mode"]) == 0
+    assert capsys.readouterr().out == "preflight\ninventory\n"
+    assert main(["completion", "--modes", "evaluate", "no-such-rulebook", "-m"]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_completion_without_a_shell_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion"]) == 3
+    assert "name the shell: policyrun completion bash|zsh|fish" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
 def test_fish_completes_commands_and_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _script("fish", tmp_path, capsys)
@@ -99,3 +144,32 @@ def test_zsh_script_parses_and_lists_every_command(tmp_path: Path, capsys: pytes
 
 def test_scripts_are_deterministic() -> None:
     assert script("bash") == script("bash") and script("fish").startswith("#")
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completes_rulebook_names_modes_and_probe_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script("fish", tmp_path, capsys)
+
+    def complete(line: str) -> list[str]:
+        code = f"function policyrun; '{sys.executable}' -m policyrun $argv; end; source {path}; complete -C '{line}'"
+        proc = subprocess.run(["fish", "--no-config", "-c", code], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return [row.split("\t")[0] for row in proc.stdout.splitlines()]
+
+    assert complete("policyrun evaluate upg") == ["upgrade-gpu-version"]
+    assert complete("policyrun evaluate gpu-node-preflight --mode ") == ["preflight", "inventory"]
+    assert complete("policyrun probes search.") == ["search.literal", "search.regex"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_functions_offer_rulebook_names_and_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _script("zsh", tmp_path, capsys)
+    # compadd and _alternative stand in for the completion system, printing what they are offered.
+    code = (f"policyrun() {{ '{sys.executable}' -m policyrun \"$@\" }}; compadd() {{ print -l -- ${{(P)2}} }}; "
+            f"_alternative() {{ print -l -- \"$@\" }}; _arguments() {{ }}; source {path}; "
+            "words=(policyrun evaluate gpu-node-preflight --mode ''); CURRENT=5; _policyrun_modes; _policyrun_rulebooks")
+    proc = subprocess.run(["zsh", "-f", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["preflight", "inventory", "files:file:_files",
+                                        "shipped:shipped rulebook:(gpu-node-preflight upgrade-gpu-version)"]

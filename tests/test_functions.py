@@ -210,7 +210,8 @@ def test_where_has_keeps_rows_with_a_non_null_value() -> None:
 def test_where_glob_filters_rows_and_paths() -> None:
     assert value("facts.diff.where_glob('path', ['src/*.py'])", diff=DIFF) == DIFF[:2]
     assert value("facts.diff.where_glob('path', ['**/*.md', 'src/b.*'])", diff=DIFF) == DIFF[1:]
-    assert value("['a.py', 'b/c.py'].where_glob(['*.py'])") == ["a.py"]
+    assert value("['a.py', 'b/c.py'].where_glob(['/*.py'])") == ["a.py"]  # '/' anchors; '*.py' is any depth
+    assert value("['a.py', 'b/c.py'].where_glob(['*.py'])") == ["a.py", "b/c.py"]
     assert value("['a.py'].where_glob([])") == []
     assert error("[1].where_glob(['*'])") == "where_glob: element 0 is an int (1); expected a string path"
     assert error("['a'].where_glob(['[a'])") == "where_glob: pattern '[a' has a '[' without its closing ']'"
@@ -335,17 +336,12 @@ def test_dirname_and_basename(path: str, dirname: str, basename: str) -> None:
 
 
 @pytest.mark.parametrize(("path", "pattern", "matches"), [
-    ("src/a.py", "src/*.py", True), ("src/sub/a.py", "src/*.py", False),
+    # the CEL binding; tests/test_globs.py checks the rules themselves against `git check-ignore`
+    ("src/a.py", "src/*.py", True), ("src/sub/a.py", "src/*.py", False), ("src/sub/a.py", "*.py", True),
     ("src/a.py", "src/**/*.py", True), ("src/x/y/a.py", "src/**/*.py", True), ("src/a.pyc", "src/**/*.py", False),
-    ("a.py", "**/*.py", True), ("x/y/a.py", "**/*.py", True), ("x/y/a.py", "**", True),
-    ("vendor/x/y", "vendor/**", True), ("vendor", "vendor/**", False), ("vendorx/y", "vendor/**", False),
-    ("a/b", "a**b", False), ("a/xb", "a/**b", True), ("ab", "a**b", True),
-    ("a1.py", "a?.py", True), ("a/.py", "a?.py", False), ("a12.py", "a?.py", False),
-    ("v1.txt", "v[0-9].txt", True), ("va.txt", "v[!0-9].txt", True), ("v1.txt", "v[^0-9].txt", False),
-    ("a]b", "a[]]b", True), ("a-b", "a[-]b", True), (".hidden", "*", True),
-    ("a*b", "a\\*b", True), ("axb", "a\\*b", False), ("a.b", "a.b", True), ("axb", "a.b", False),
-    ("(x)+$", "(x)+$", True), ("/abs/p.py", "/abs/*.py", True), ("abs/p.py", "/abs/*.py", False),
-    ("", "", True), ("a", "", False), ("é/ü.py", "é/*.py", True),
+    ("vendor/x/y", "vendor/**", True), ("vendor/x/y", "vendor", True), ("vendorx/y", "vendor/**", False),
+    ("a/b", "a**b", False), ("a/xb", "a/**b", True), ("ab", "a**b", True), ("/abs/p.py", "/abs/*.py", True),
+    ("abs/p.py", "/abs/*.py", True), ("x/abs/p.py", "/abs/*.py", False), ("é/ü.py", "é/*.py", True),
 ])
 def test_glob_match(path: str, pattern: str, matches: bool) -> None:
     compiled = compile_expr("glob_match(facts.p, facts.g)")
@@ -356,7 +352,7 @@ def test_glob_match(path: str, pattern: str, matches: bool) -> None:
 def test_glob_match_errors_name_the_pattern() -> None:
     assert error("glob_match('a', 'a[b')") == "glob_match: pattern 'a[b' has a '[' without its closing ']'"
     assert error("glob_match('a', 'a[z-a]')") == "glob_match: pattern 'a[z-a]' has the empty range 'z-a'"
-    assert error("glob_match('a', '[+-0]')").startswith("glob_match: pattern '[+-0]': a [...] class never matches '/'")
+    assert error("glob_match('a', '[+-0]')").startswith("glob_match: pattern '[+-0]' has a [...] range over '/'")
     assert error("glob_match('a', 'a\\\\')") == "glob_match: pattern 'a\\' ends with a lone backslash"
 
 

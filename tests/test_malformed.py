@@ -53,4 +53,4 @@ def test_expression_errors_name_the_column_inside_the_expression(capsys: pytest.
     out = capsys.readouterr().out
     # `mode + 1 > 0` sits at column 17 of line 11; the `+` is its 6th character → file column 22.
     assert f"{path}:11:22: X002 type error: found no matching overload for '_+_' applied to '(string, int)' " \
-           "(column 6 of `mode + 1 > 0`)" in out
+           "(at phases[0] → evidence[0] → check)\n  mode + 1 > 0\n       ^\n" in out  # a ^ under the '+'

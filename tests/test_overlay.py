@@ -168,3 +168,19 @@ inputs:
     rb = load_rulebook(overlay)
     assert rb.model.vars["version_constant_names"] == ["PLUGIN_VLLM_VERSION"]
     assert rb.file_of(("report",)).name == "upgrade-gpu-version.yaml"  # templates stay the base's
+
+
+@pytest.mark.parametrize("text, message", [
+    ("extends: base/bsae.yaml\n", "`extends: base/bsae.yaml` is not a file (a path is relative to this rulebook); "
+                                  "did you mean 'base/base.yaml'?"),
+    ("extends: bsae/base.yaml\n", "; did you mean 'base/base.yaml'?"),  # a misspelt folder too
+    ("extends: base/base.yaml\nphases:\n  - id: A\n    disable: [{id: postive, reason: x}]\n",
+     "phase A has no check 'postive' to disable; did you mean 'positive'?"),
+    ("extends: base/base.yaml\nphases:\n  - id: A\n    disable: [{id: zzz, reason: x}]\n",
+     "phase A has no check 'zzz' to disable; its checks: small, positive"),
+])
+def test_misspelt_overlay_references_get_a_did_you_mean(base: Path, tmp_path: Path, text: str, message: str) -> None:
+    overlay = _overlay(tmp_path, "policyrun: 1\nname: adapted\n" + text)
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert message in exc.value.message

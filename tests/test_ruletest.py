@@ -135,3 +135,162 @@ def test_the_walkthrough_rulebook_is_fully_covered(capsys: pytest.CaptureFixture
     monkeypatch.chdir(ROOT)
     assert main(["test", "examples/first-rulebook", "--min-coverage", "100"]) == 0
     assert "10 passed, 0 failed; expression coverage 100.0% (15/15 conditions" in capsys.readouterr().out
+
+
+# --- -k: which cases run -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("expression", "ran"), [
+    ("clean", ["a clean build"]), ("CLEAN", ["a clean build"]), ("not clean", ["a broken build"]),
+    ("build and not broken", ["a clean build"]), ("clean or broken", ["a clean build", "a broken build"]),
+    ("a broken", ["a broken build"]), ("(clean or broken) and not 'a clean'", ["a broken build"]),
+])
+def test_k_runs_the_cases_whose_names_match(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            expression: str, ran: list[str]) -> None:
+    _suite(tmp_path, PASSING)
+    assert main(["test", str(tmp_path), "-k", expression]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("PASS")] == ran
+    left = 2 - len(ran)
+    assert f"{len(ran)} passed, 0 failed{f', {left} deselected by -k' if left else ''};" in out
+
+
+@pytest.mark.parametrize(("expression", "why"), [
+    ("nothing like it", "selects none of the 2 case(s)"), ("clean and", "expects text, 'not' or '(' but finds its end"),
+    ("(clean", "has a '(' without its closing ')'"), ("'clean", "has an unclosed quote at column 1"),
+    ("clean )", "has an unexpected ')'"), ("", "is empty"),
+])
+def test_k_that_selects_nothing_or_does_not_parse_is_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           expression: str, why: str) -> None:
+    # a pre-commit hook whose filter matches nothing must not pass silently
+    _suite(tmp_path, PASSING)
+    assert main(["test", str(tmp_path), "-k", expression]) == 3
+    captured = capsys.readouterr()
+    assert f"-k {expression!r} {why}" in captured.err and "PASS" not in captured.out
+
+
+# --- --format json | junit -----------------------------------------------------------------------
+
+def test_format_json_lists_every_case_and_the_coverage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    path = _suite(tmp_path, PASSING.replace('"3 warnings"', '"4 warnings"'))
+    assert main(["test", str(tmp_path), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 1 and doc["summary"] == {"passed": 1, "failed": 1, "deselected": 0}
+    assert doc["cases"] == [
+        {"file": str(path), "name": "a clean build", "status": "passed", "message": ""},
+        {"file": str(path), "name": "a broken build", "status": "failed",
+         "message": "BUILD.quiet: expected a message containing '4 warnings', got '3 warnings'"}]
+    assert doc["coverage"]["percent"] == 100.0 and doc["coverage"]["covered"] == doc["coverage"]["total"] == 2
+    assert doc["coverage"]["conditions"]["BUILD/evidence/built"] == ["SATISFIED", "UNSATISFIED"]
+
+
+def test_format_junit_is_valid_and_fails_the_failing_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    from test_render_junit import XSD, XsdSubset
+
+    path = _suite(tmp_path, PASSING.replace('"3 warnings"', '"4 warnings"'))
+    assert main(["test", str(tmp_path), "--format", "junit", "--min-coverage", "100"]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    assert XsdSubset(XSD).validate(root) == []
+    assert (root.get("tests"), root.get("failures")) == ("3", "1")
+    suite, coverage = root.findall("testsuite")
+    assert suite.get("name") == str(path) and suite.get("failures") == "1"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["a clean build"].find("failure") is None
+    failure = cases["a broken build"].find("failure")
+    assert failure is not None and failure.get("message") == ("BUILD.quiet: expected a message containing "
+                                                              "'4 warnings', got '3 warnings'")
+    assert coverage.get("failures") == "0" and coverage.find("testcase/failure") is None
+
+
+def test_format_junit_fails_a_coverage_gate_that_every_case_passed(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    _suite(tmp_path, PASSING.split("  - name: a broken build")[0])
+    assert main(["test", str(tmp_path), "--format", "junit", "--min-coverage", "100"]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    failure = root.find("testsuite[@name='coverage']/testcase/failure")
+    assert failure is not None and failure.get("message") == "coverage 0.0% is below --min-coverage 100%"
+    assert "BUILD/evidence/built" in (failure.text or "")
+
+
+# --- speed: one evaluation child per test file ---------------------------------------------------
+
+def test_the_cases_of_a_file_are_evaluated_in_one_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # A child per case forked the whole process and compiled every expression again for each case:
+    # most of `policyrun test`'s time on a loaded machine.
+    import os
+
+    import policyrun.guard
+
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def counting_fork() -> int:
+        forks.append(1)
+        return real_fork()
+
+    monkeypatch.setattr(policyrun.guard.os, "fork", counting_fork)
+    _suite(tmp_path, PASSING)
+    _suite(tmp_path, PASSING, name="again.test.yaml")
+    assert main(["test", str(tmp_path)]) == 0
+    assert "4 passed, 0 failed" in capsys.readouterr().out
+    assert len(forks) == 2  # one per file, not one per case
+
+
+RUNAWAY_RULEBOOK = """\
+policyrun: 1
+name: runaway
+modes:
+  ci: {phases: [P]}
+probes:
+  s: {uses: const, with: {value: {v: ""}}}
+phases:
+  - id: P
+    evidence:
+      - {id: c, check: "facts.s.v%s.size() == 0", message: "grew"}
+""" % (".replace('a', 'aa')" * 26)
+
+
+def test_an_expression_refused_in_one_case_is_not_refused_in_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Cases share one child, where a refused expression stays refused; the guard's refusal (here of
+    # memory, which does not depend on the machine's speed) sends each case to a child of its own.
+    monkeypatch.setenv("POLICYRUN_EXPRESSION_SECONDS", "600")
+    monkeypatch.setenv("POLICYRUN_EVALUATION_MEMORY_MB", "256")
+    (tmp_path / "runaway.yaml").write_text(RUNAWAY_RULEBOOK)
+    (tmp_path / "runaway.test.yaml").write_text("""\
+policyrun_test: 1
+rulebook: runaway.yaml
+cases:
+  - name: a huge value
+    mode: ci
+    facts: {s: {v: aaaaaaaaaaaaaaaa}}
+    expect: {checks: {P.c: UNKNOWN}, blockers: {P: "exceeded the evaluation memory limit of 256 MiB"}}
+  - name: an empty value
+    mode: ci
+    facts: {s: {v: ""}}
+    expect: {checks: {P.c: SATISFIED}, phases: {P: PASS}}
+""")
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
+
+
+def test_the_k_examples_in_the_docs_select_cases(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shlex
+
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs" / "testing-rulebooks.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^policyrun test rulebooks -k (.+?)(?:\s+#.*)?$", text, flags=re.M)
+    assert len(commands) == 4
+    for command in commands:
+        assert main(["test", "rulebooks", "-k", *shlex.split(command)]) == 0, command
+        assert " 0 failed, " in capsys.readouterr().out
+    assert main(["test", "rulebooks", "-k", "final and not lessons"]) == 0
+    summary = re.search(r"`(\d+ passed, 0 failed, \d+ deselected by -k); \.\.\.` for the", text)
+    assert summary is not None and summary.group(1) in capsys.readouterr().out

@@ -40,9 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def _caret(source: str, line: int, column: int) -> str:
-    lines = source.splitlines() or [""]
-    text = lines[min(max(line, 1), len(lines)) - 1]
-    return f"\n  {text}\n  {' ' * (max(column, 1) - 1)}^"
+    from policyrun.expr import caret
+
+    return "\n" + caret(source, line, column)
 
 
 def compile_or_explain(source: str) -> Any:

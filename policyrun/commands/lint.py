@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     errors = sum(f.severity == "error" for f in findings)
     if args.format == "json":
         json.dump([{"code": f.code, "severity": f.severity, "message": f.message, "file": f.location.file,
-                    "line": f.location.line, "column": f.location.column, "node": f.node} for f in findings],
+                    "line": f.location.line, "column": f.location.column, "node": f.node, "excerpt": f.excerpt}
+                   for f in findings],
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.format == "sarif":

@@ -176,11 +176,16 @@ LIBRARY: tuple[Function, ...] = (
              "The last component of the path; trailing slashes are ignored.",
              "O(len)", "'src/pkg/mod.py'.basename()", "mod.py", _PATHS),
     Function("glob_match", (sig("path: string, pattern: string -> bool", member=True),), paths.glob_match,
-             "Whether the whole path matches the glob: `*` any characters within one component, `?` one "
-             "character, `[abc]`, `[a-z]`, `[!abc]` one character of (not of) a set, `**` as a whole "
-             "component any number of directories (`a/**/b`, `**/x.py`, `dir/**`), `\\` escapes. "
-             "No wildcard matches '/'; a leading '.' is not special.",
-             "O(len) (RE2)", "'src/pkg/mod.py'.glob_match('src/**/*.py')", True, _PATHS),
+             "Whether a .gitignore holding the pattern would make git ignore the path (the same rules as "
+             "probes' `include`/`exclude`): a pattern without '/' matches a name at any depth (`*.py`), "
+             "one with a leading or inner '/' is anchored at the root (`/setup.py`, `src/*.py`), a match on "
+             "a directory covers everything below it, and a trailing '/' matches directories only. `*` any "
+             "characters within one component, `?` one character, `[abc]`, `[a-z]`, `[!abc]`, "
+             "`[[:digit:]]` one character of (not of) a set, `**` as a whole component any number of "
+             "directories (`a/**/b`, `**/x.py`, `dir/**`), `\\` escapes. No wildcard matches '/'; a leading "
+             "'.' is not special; a path's own leading '/' is its root. Refused: an empty pattern, a "
+             "leading '!' (negation) or '#', an unescaped trailing space.",
+             "O(len) (RE2)", "'src/pkg/mod.py'.glob_match('*.py')", True, _PATHS),
     Function("path_under", (sig("path: string, prefix: string -> bool", member=True),), paths.path_under,
              "Whether the path is the prefix or inside it, component by component (`a/bc` is not under "
              "`a/b`), after normalising `.`, `..` and repeated slashes; absolute and relative paths are "

@@ -29,7 +29,9 @@ class FindingOut(Located):
     @classmethod
     def of(cls, f: Finding) -> FindingOut:
         loc = f.location
-        return cls(code=f.code, message=f.message, file=loc.file, line=loc.line or None, column=loc.column or None,
+        # An expression error's excerpt (the expression, a `^` under the column) ends the message.
+        message = f"{f.message}\n{f.excerpt}" if f.excerpt else f.message
+        return cls(code=f.code, message=message, file=loc.file, line=loc.line or None, column=loc.column or None,
                    severity=f.severity, node=f.node)
 
 

@@ -34,10 +34,10 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
+from policyrun.globs import GlobError, anchored_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import display_path, exited, kill_group
 from policyrun.probes.python_stack import _TOKEN_PREFIX
-from policyrun.probes.search import glob_source
 
 # --- command ------------------------------------------------------------------------------------
 
@@ -466,7 +466,11 @@ def _inside(path: str, root: str) -> bool:
 def _list_regex(glob: str) -> Any:
     """A glob anchored at the listed directory, as RE2: unlike search's gitignore-style globs, `*`
     lists that directory only and a match does not cover what is below it."""
-    return _compile_re2(glob_source(glob), "list", "path.bad_glob")
+    try:
+        source = anchored_source(glob)
+    except GlobError as exc:
+        raise ProbeError("path.bad_glob", f"parameter `list`: pattern '{glob}' {exc}") from None
+    return _compile_re2(source, "list", "path.bad_glob")
 
 
 def _walk(top: str, max_depth: int | None) -> Iterator[str]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
+from policyrun.globs import GlobError, gitignore_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import Skipped, display_path, read_beneath
 from policyrun.probes.git import GitRepo, open_root, resolve_commits, rev_param
@@ -47,48 +48,18 @@ def _re2_error(exc: Exception) -> str:
     return why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
 
 
-def glob_source(glob: str) -> str:
-    """The RE2 source for a glob matched against a whole '/'-separated path: `*` and `?` within a
-    segment, `**` across segments, `[...]` (`[!...]` negated) a character class."""
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := glob.find("]", i + 2)) > 0:
-            body = glob[i + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re2.escape(glob[i]))
-            i += 1
-    return "".join(out)
-
-
 def glob_regex(glob: str) -> Any:
-    """A git-style glob as an RE2 regex over root-relative paths (paths come from the repository).
-
-    `*` and `?` stay within a path segment, `**` crosses segments, a glob without `/` matches at
-    any depth (like .gitignore), and matching a directory covers everything below it.
+    """A glob as an RE2 regex over root-relative paths, with .gitignore's rules (policyrun/globs.py,
+    the same as CEL's glob_match): `*` and `?` stay within a path segment, `**` crosses segments, a
+    glob without `/` matches at any depth, and matching a directory covers everything below it.
     """
-    g = glob[1:] if glob.startswith("/") else glob if "/" in glob else f"**/{glob}"
     options = re2.Options()
     options.log_errors = False
-    options.dot_nl = True  # a file name may hold a newline
     try:
-        return re2.compile(glob_source(g).rstrip("/") + "(?:/.*)?", options)
-    except re2.error as exc:
-        raise ProbeError("params.invalid", f"glob {glob!r} is not valid: {_re2_error(exc)}") from None
+        return re2.compile(gitignore_source(glob), options)
+    except (GlobError, re2.error) as exc:
+        why = f"pattern '{glob}' {exc}" if isinstance(exc, GlobError) else _re2_error(exc)
+        raise ProbeError("params.invalid", f"glob {glob!r} is not valid: {why}") from None
 
 
 def _any_of(regexes: list[Any]) -> LineScan | None:
