@@ -84,4 +84,7 @@ def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: Fa
     records = run_guarded(lambda: evaluate_records(rb.model, mode=mode, inputs=inputs, facts=facts,
                                                    rulebook_ref=ref, locations=locations, generated_at=stamp,
                                                    notes=notes, fail_on_warn=fail_on_warn, waivers=waivers))
-    return Trace.model_validate(with_provenance(records, facts))
+    from policyrun.inputs import mask_trace_record
+
+    # Secret inputs are masked in what is written, after evaluation saw their real values.
+    return Trace.model_validate(mask_trace_record(with_provenance(records, facts), rb.model, inputs))

@@ -169,3 +169,28 @@ def _cut(text: str, frags: list[str], *, at_end: bool) -> str:
     if not best:
         return text
     return text[:-best] + MASK if at_end else MASK + text[best:]
+
+
+def redact_tree(value: Any, fragments: Iterable[str], exact: Iterable[str] = ()) -> Any:
+    """A JSON-like value with every string equal to one of `exact` (any length) replaced by MASK and
+    every fragment (MIN_REDACTED characters or more) inside a string masked, keys included."""
+    frags = sorted({f for f in fragments if len(f) >= MIN_REDACTED}, key=lambda f: (-len(f), f))
+    whole = set(exact) | set(frags)
+    if not whole:
+        return value
+    rx = re.compile("|".join(re.escape(f) for f in frags)) if frags else None
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            if v in whole:
+                return MASK
+            return rx.sub(MASK, v) if rx is not None else v
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if hasattr(v, "model_dump"):  # a pydantic record (a fact's provenance) inside the tree
+            return walk(v.model_dump())
+        return v
+
+    return walk(value)

@@ -30,14 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from policyrun.collect import collect, make_progress
     from policyrun.engine import load_checked
-    from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.inputs import mask_snapshot, resolve_inputs, select_mode
 
     rb = load_checked(args.rulebook)
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
                     only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent)
-    text = facts.to_json()
+    text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
         sys.stdout.write(text)
     else:
