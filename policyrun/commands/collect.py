@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
                     only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent)
     text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
-        sys.stdout.write(text)
+        from policyrun.render.safetext import json_controls
+
+        sys.stdout.write(json_controls(text))  # the same JSON, inert on a terminal and in a CI log
     else:
         from policyrun.outfiles import write_file
 
