@@ -214,7 +214,8 @@ def test_git_provenance(tmp_path: Path) -> None:
     root = repo.path.resolve()
     # Finding the repository and reading its config (to neutralise program-running keys) come first.
     assert prov.commands == [
-        f"git -C {root} rev-parse --absolute-git-dir --git-common-dir HEAD",
+        f"git -C {root} rev-parse --absolute-git-dir --git-common-dir --is-bare-repository --is-inside-work-tree "
+        "--show-cdup HEAD",
         f"git -C {root} config -z --list",
         f"git -C {root} rev-parse v1 'v1^{{}}' --symbolic-full-name v1 --"]
     iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"

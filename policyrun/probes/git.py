@@ -310,10 +310,11 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     where = where.resolve()
     probe = GitRepo(root=where, git_dir=where, common_dir=where, bare=False,
                     deadline=time.monotonic() + ctx.timeout_s, timeout_s=ctx.timeout_s, env=git_env(ctx.env))
-    proc = probe.run(["rev-parse", "--absolute-git-dir", "--git-common-dir", "HEAD"], cwd=where, ok=(0, 128))
+    proc = probe.run(["rev-parse", "--absolute-git-dir", "--git-common-dir", "--is-bare-repository",
+                      "--is-inside-work-tree", "--show-cdup", "HEAD"], cwd=where, ok=(0, 128))
     lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
     stderr = proc.stderr.decode(errors="replace")
-    if len(lines) < 3 or not lines[0]:
+    if len(lines) < 4 or not lines[0]:
         if "not a git repository" in stderr:
             raise ProbeError("git.not_a_repository",
                              f"{where} is not inside a git repository; point `path` at a clone",
@@ -321,7 +322,10 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
         raise probe.error(stderr, probe.commands[-1])
     git_dir = Path(lines[0]).resolve()
     common_dir = (where / lines[1]).resolve()
-    head = lines[2] if _FULL_SHA.fullmatch(lines[2]) else None
+    # Lines 3-5 are git's own view of the work tree, which the repository's configuration steers
+    # (below): kept in the provenance, not trusted. --show-cdup prints a line only inside one.
+    rest = lines[5:] if lines[3] == "true" else lines[4:]
+    head = rest[0] if rest and _FULL_SHA.fullmatch(rest[0]) else None
     # The work tree is the directory whose `.git` led git to git_dir, whatever the repository's
     # configuration says: `core.bare=true` would make git report no work tree at all (nothing
     # dirty, nothing untracked) and `core.worktree` would point it at another directory (a clean
@@ -543,9 +547,7 @@ def _worktree_state(repo: GitRepo, untracked: str, value: dict[str, Any], depth:
     # configuration, whose filter drivers were not neutralised); policyrun inspects each
     # populated submodule itself below. On the command line it also overrides a repository's
     # `submodule.<name>.ignore = all`, which would hide even a moved submodule.
-    # --ahead-behind: `status.aheadBehind=false` in the repository's configuration would print
-    # `+? -?` for the counts.
-    proc = repo.run(["status", "--porcelain=v2", "-z", "--branch", "--ahead-behind", "--ignore-submodules=dirty",
+    proc = repo.run(["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=dirty",
                      f"--untracked-files={untracked}"])
     _parse_status(proc.stdout.decode("utf-8", "backslashreplace"), value)
     entries = repo.run(["ls-files", "-z", "--stage", "-v", "--full-name"]).stdout
