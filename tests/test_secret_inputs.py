@@ -121,3 +121,13 @@ def test_a_collected_snapshot_masks_secret_inputs_and_replays(scene: Path, capsy
     assert main(["evaluate", "rb.yaml", "--facts", "collected.json", "--set", f"api_key={KEY}", "--out", "re"]) == 1
     assert _leaks(scene / "re") == []
     assert "do not match" not in capsys.readouterr().err
+
+
+def test_eval_prints_a_secret_input_masked(scene: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "'token is ' + inputs.token", "--rulebook", "rb.yaml", "--facts", "facts.json",
+                 "--set", "api_key=x", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["value"] == "token is ***" and TOKEN not in json.dumps(out)
+    assert main(["eval", "inputs.token.startsWith('hf_')", "--rulebook", "rb.yaml", "--facts", "facts.json",
+                 "--set", "api_key=x"]) == 0
+    assert capsys.readouterr().out == "true\n"  # the expression saw the real value

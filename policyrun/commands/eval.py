@@ -134,7 +134,12 @@ def run(args: argparse.Namespace) -> int:
     facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
     rulebook, mode, inputs = _context(args)
     result = evaluate_expression(args.expression, rulebook, mode, inputs, facts)
+    from policyrun.inputs import mask_trace_record
     from policyrun.render.safetext import json_controls
+
+    # A secret input's text is masked in what is printed, as in a trace; the expression saw it.
+    result = mask_trace_record({**result, "inputs": {}}, rulebook, inputs)
+    del result["inputs"]
 
     # Values come from facts: the JSON printed is the same value, inert on a terminal and in a CI log.
     if args.json:
