@@ -66,7 +66,8 @@ _TOKEN_SHAPES = re.compile(
 _OPAQUE_RUN = re.compile(r"[A-Za-z0-9+=_]{24,}")
 # `scheme://user:password@host`: the password runs to the last `@` before the host (an unencoded
 # `@` in a password is common); the user part holds no `:` or `@`.
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)(?P<password>[^\s/]*)@(?=[^\s/@]*(?:[/?#\s]|$))")
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)(?P<password>[^\s/]*)@"
+                           r"(?=[^\s/@]*(?:[/?#\s]|$))")
 # Longer values are masked whole: some detectors' regular expressions are quadratic, and 8 KiB
 # holds any private key or token while costing each detector at most a fraction of a second.
 MAX_CHECKED = 8192
@@ -117,7 +118,9 @@ def secret_in(value: str) -> bool:
 
 def mask_value(value: str, *, name: str | None = None, name_secret: bool | None = None) -> Masked:
     """The one masking rule. `name_secret` overrides the name rule (the env probe's `mask_pattern`)."""
-    if name_secret if name_secret is not None else (name is not None and secret_name(name)):
+    if name_secret is None:
+        name_secret = name is not None and secret_name(name)
+    if name_secret:
         return Masked(None, True, (value,))
     passwords = [m.group("password") for m in _URL_PASSWORD.finditer(value) if m.group("password")]
     shown = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{MASK if m.group('password') else ''}@", value)

@@ -19,7 +19,8 @@ def test_every_regex_detector_of_detect_secrets_is_used_or_left_out_on_purpose()
     for info in pkgutil.iter_modules(detect_secrets.plugins.__path__):
         module = importlib.import_module(f"detect_secrets.plugins.{info.name}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__ and issubclass(cls, RegexBasedDetector) and not inspect.isabstract(cls):
+            if (cls.__module__ == module.__name__ and issubclass(cls, RegexBasedDetector)
+                    and not inspect.isabstract(cls)):
                 found.add(f"{info.name}.{name}")
     # A new detect-secrets release with a new detector fails here until it is listed in one of the two.
     assert found == set(masking.DETECTORS) | set(masking.EXCLUDED_DETECTORS)
