@@ -131,3 +131,15 @@ def test_eval_prints_a_secret_input_masked(scene: Path, capsys: pytest.CaptureFi
     assert main(["eval", "inputs.token.startsWith('hf_')", "--rulebook", "rb.yaml", "--facts", "facts.json",
                  "--set", "api_key=x"]) == 0
     assert capsys.readouterr().out == "true\n"  # the expression saw the real value
+
+
+def test_an_env_bound_input_is_secret_by_its_variable_or_its_value() -> None:
+    from policyrun.inputs import secret_input
+    from policyrun.model import InputSpec
+
+    assert secret_input(InputSpec(env="HF_TOKEN"), "anything")  # the variable's name
+    assert secret_input(InputSpec(env="MODEL_DIR"), TOKEN)  # a token pasted into an innocent name
+    assert secret_input(InputSpec(type="list", env="MIRRORS"), ["https://a", "https://u:pw@b/"])
+    assert not secret_input(InputSpec(env="MODEL_DIR"), "/models/Qwen2_5_7B_Instruct")
+    assert not secret_input(InputSpec(), TOKEN)  # not bound to the environment, not declared secret
+    assert secret_input(InputSpec(secret=True), "x")
