@@ -609,6 +609,10 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
     `evaluate --facts` refuses a snapshot with any (unless --allow-stale-facts)."""
     if mode not in rulebook.modes:
         return []
+    from policyrun.inputs import secret_inputs, secret_texts
+    from policyrun.masking import redact_tree
+
+    texts = secret_texts(secret_inputs(rulebook, inputs))
     state = _Collection(rulebook, mode, inputs, Path.cwd(), None, QuietProgress())
     state.facts = dict(facts.facts)
     state.values = facts.values()
@@ -630,7 +634,9 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
             continue
         if fact.error is not None and prov.params == dict(spec.with_):
             continue  # failed before its parameters were resolved; nothing to compare
-        if _canonical(prov.params) != _canonical(resolved):
+        # A snapshot is written with secret inputs masked (inputs.mask_snapshot): compare masked.
+        resolved = redact_tree(resolved, texts, exact=texts)
+        if _canonical(redact_tree(prov.params, texts, exact=texts)) != _canonical(resolved):
             changed = sorted(k for k in set(prov.params) | set(resolved)
                              if _canonical(prov.params.get(k)) != _canonical(resolved.get(k)))
             shown = ", ".join(f"{k}: collected {_short(prov.params.get(k))}, expected {_short(resolved.get(k))}"

@@ -122,4 +122,8 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
     done, refused = run_guarded(lambda: records(runs))
     if refused and len(runs) > 1:
         done = [run_guarded(lambda: records([run]))[0][0] for run in runs]
-    return [Trace.model_validate(with_provenance(rec, run.facts)) for rec, run in zip(done, runs)]
+    from policyrun.inputs import mask_trace_record
+
+    # Secret inputs are masked in what is written, after evaluation saw their real values.
+    return [Trace.model_validate(mask_trace_record(with_provenance(rec, run.facts), rb.model, run.inputs))
+            for rec, run in zip(done, runs)]

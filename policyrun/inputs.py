@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from policyrun import limits
+from policyrun import limits, masking
 from policyrun.errors import Location, RulebookError, UsageError
+from policyrun.facts import FactsSnapshot
 from policyrun.jsonfile import parse_json
 from policyrun.model import InputSpec, Rulebook
 from policyrun.yamlsource import load_yaml_file
@@ -33,10 +34,75 @@ def select_mode(rulebook: Rulebook, mode: str | None) -> str:
     return mode
 
 
+def secret_input(spec: InputSpec, value: Any) -> bool:
+    """Whether an input's value is never shown: declared `secret: true`, or bound to an environment
+    variable whose name or value the masking rule (policyrun/masking.py) flags."""
+    if spec.secret:
+        return True
+    if spec.env is None or value is None:
+        return False
+    texts = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return any(masking.mask_value(t, name=spec.env).masked for t in texts)
+
+
+def secret_inputs(rulebook: Rulebook, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The bound inputs whose values are never shown."""
+    return {name: value for name, value in inputs.items()
+            if name in rulebook.inputs and value is not None and secret_input(rulebook.inputs[name], value)}
+
+
+def secret_texts(secrets: Mapping[str, Any]) -> list[str]:
+    """The text of secret input values (a list input: each item) to mask wherever it appears."""
+    return [x for v in secrets.values() for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x]
+
+
+def mask_snapshot(facts: FactsSnapshot, rulebook: Rulebook, inputs: Mapping[str, Any]) -> FactsSnapshot:
+    """A facts snapshot to write: a secret input's text masked in parameters, commands and values.
+    Replay (`evaluate --facts`) reads what was written, so it evaluates over the same masked text."""
+    texts = secret_texts(secret_inputs(rulebook, inputs))
+    if not texts:
+        return facts
+    return FactsSnapshot.model_validate(masking.redact_tree(facts.model_dump(mode="json"), texts, exact=texts))
+
+
+def mask_trace_record(record: dict[str, Any], rulebook: Rulebook, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A trace record (as evaluation built it, over the real values) with every secret input's value
+    masked: in `inputs`, in every read of it, and wherever its text appears (messages, errors,
+    derived values, provenance). Expressions saw the real value; only what is written changes."""
+    secrets = secret_inputs(rulebook, inputs)
+    if not secrets:
+        return record
+    texts = secret_texts(secrets)
+    out: dict[str, Any] = masking.redact_tree(record, texts, exact=texts)
+    out["inputs"] = {k: masking.MASK if k in secrets else v for k, v in record.get("inputs", {}).items()}
+    _mask_reads(out, secrets)
+    return out
+
+
+def _mask_reads(node: Any, secrets: Mapping[str, Any]) -> None:
+    """Reads of a secret input whose value is not text (a number, a list, the whole `inputs` map)."""
+    if isinstance(node, list):
+        for item in node:
+            _mask_reads(item, secrets)
+        return
+    if not isinstance(node, dict):
+        return
+    path = node.get("path")
+    if isinstance(path, str) and "value" in node:
+        parts = path.split(".")
+        if path == "inputs" and isinstance(node["value"], dict):
+            node["value"] = {k: masking.MASK if k in secrets else v for k, v in node["value"].items()}
+        elif len(parts) >= 2 and parts[0] == "inputs" and parts[1] in secrets:
+            node["value"] = masking.MASK
+    for item in node.values():
+        _mask_reads(item, secrets)
+
+
 def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
     """Convert a value to the input's declared type, or explain what was expected."""
     def bad(expected: str) -> UsageError:
-        return UsageError(f"input {name!r} must be {expected}, got {value!r}", code="U004")
+        shown = masking.MASK if secret_input(spec, value) else repr(value)
+        return UsageError(f"input {name!r} must be {expected}, got {shown}", code="U004")
 
     if spec.type in ("string", "path"):
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -48,7 +114,8 @@ def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
         if text is not None and text in allowed:
             return text
         hint = difflib.get_close_matches(text or "", allowed, n=1)
-        raise UsageError(f"input {name!r} must be one of {', '.join(allowed)}, got {value!r}"
+        shown = masking.MASK if secret_input(spec, value) else repr(value)
+        raise UsageError(f"input {name!r} must be one of {', '.join(allowed)}, got {shown}"
                          + (f"; did you mean {hint[0]!r}?" if hint else ""), code="U004")
     if spec.type == "int":
         if isinstance(value, bool):

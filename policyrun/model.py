@@ -50,6 +50,10 @@ class InputSpec(BaseModel):
     env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                             description="Environment variable that supplies the value when no --set or "
                                         "inputs file does (before `default`).")
+    secret: bool = Field(default=False, description="The value is a credential: expressions see it, but the "
+                                                    "trace, reports, console and error messages show `***`. An "
+                                                    "input with `env:` is also masked when the variable's name "
+                                                    "or value looks secret.")
     description: str = ""
 
     @model_validator(mode="after")

@@ -163,17 +163,27 @@ def _same_rulebook(rb: LoadedRulebook, claim: Claim) -> None:
 def bind_inputs(rulebook: Rulebook, recorded: dict[str, Any], inputs_file: Path | None,
                 sets: Iterable[str]) -> dict[str, Any]:
     """The recorded inputs, typed against the rulebook, with --inputs and --set on top. An input
-    the trace recorded as null stays null: the environment of the auditor is not consulted."""
+    the trace recorded as null stays null: the environment of the auditor is not consulted. A
+    secret input the trace masks is bound again as evaluate binds it (--set, --inputs, its
+    environment variable): the trace never held its value."""
     from policyrun.inputs import parse_sets, resolve_inputs
+    from policyrun.masking import MASK
 
     sets = list(sets)
     from_file = _inputs_file(inputs_file)
     given = {*from_file, *parse_sets(sets)}
     declared = rulebook.inputs
-    kept = {k: v for k, v in recorded.items() if k in declared and v is not None}
+    masked = {k for k, v in recorded.items()
+              if v == MASK and k in declared and (declared[k].secret or declared[k].env is not None)}
+    kept = {k: v for k, v in recorded.items() if k in declared and v is not None and k not in masked}
     resolved = resolve_inputs(rulebook, sets, None, values={**kept, **from_file})
-    return {name: resolved[name] if name in given or recorded.get(name, ABSENT) is not None else None
-            for name in declared}
+    unbound = sorted(k for k in masked if resolved.get(k) is None)
+    if unbound:
+        how = " ".join(f"--set {k}=..." + (f" (or ${declared[k].env})" if declared[k].env else "") for k in unbound)
+        raise UsageError(f"the trace masks secret input{'s' if len(unbound) > 1 else ''} {', '.join(unbound)}; "
+                         f"pass the value{'s' if len(unbound) > 1 else ''} the evaluation used: {how}", code="U005")
+    return {name: resolved[name] if name in given or name in masked or recorded.get(name, ABSENT) is not None
+            else None for name in declared}
 
 
 def _inputs_file(path: Path | None) -> dict[str, Any]:

@@ -146,3 +146,13 @@ def test_rulebook_inputs_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_facts_are_required(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "1 + 1"]) == 3
     assert "--facts" in capsys.readouterr().err
+
+
+def test_printed_values_cannot_drive_a_ci_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evil = "ok ##vso[task.setvariable variable=GATE]open ##[error]x"
+    facts = _facts(tmp_path, {"log": {"line": evil}})
+    for flags in ([], ["--json"]):
+        code, out, _ = _eval(capsys, "facts.log.line", "--facts", str(facts), *flags)
+        assert code == 0 and "##vso[" not in out and "##[" not in out
+        value = json.loads(out)["value"] if flags else json.loads(out)
+        assert value == evil  # the same JSON value, escaped for the log only

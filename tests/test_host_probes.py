@@ -364,6 +364,54 @@ def test_env_values_masks_and_missing(tmp_path: Path) -> None:
         assert secret not in text
 
 
+# Shapes of real credentials (made up, never issued): what the env probe once wrote in clear.
+LEAKED = {
+    "MYSQL_PWD": "hunter2hunter2", "DOCKER_PASS": "d0ckerPa55", "SENTRY_DSN": "https://f00dfeed@o1.ingest.sentry.io/42",
+    "STRIPE": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "GOOGLE": "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+    "PYPI": "pypi-AgEIcHlwaS5vcmc" + "CJDY2Y2E4ZTYtMzM0ZS00Y2Q3LWJkOTYtM2FiMzE3ZmM4NDRmAAIqWzMsIjRmZjU0YTQ0In0AAAYg",
+    "NPM": "npm_" + "abcdefghijklmnopqrstuvwxyzABCDEF0123",
+    "HOOK": "https://hooks.slack.com/services/" + "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+}
+
+
+def test_env_masks_common_secrets_by_name_and_by_value(tmp_path: Path) -> None:
+    env = {**LEAKED, "DATABASE_URL": "postgres://app:s3cr3t-pw@db.internal:5432/prod?sslmode=require",
+           "PWD": "/home/ada/work", "MIRROR_URL": "https://pypi.example.com/simple"}
+    v = _run(EnvProbe(), tmp_path, {"names": list(env)}, env=env)
+    for name in LEAKED:
+        assert v["vars"][name] == {"set": True, "value": None, "masked": True, "length": len(env[name])}, name
+    # A password inside a URL: only the password is hidden.
+    assert v["vars"]["DATABASE_URL"]["value"] == "postgres://app:***@db.internal:5432/prod?sslmode=require"
+    assert v["vars"]["DATABASE_URL"]["masked"] is True
+    assert v["vars"]["PWD"]["value"] == "/home/ada/work"  # the shell's directory, not a password
+    assert v["vars"]["MIRROR_URL"] == {"set": True, "value": env["MIRROR_URL"], "masked": False, "length": 31}
+    text = json.dumps(v)
+    for secret in [*LEAKED.values(), "s3cr3t-pw"]:
+        assert secret not in text
+
+
+def test_command_output_never_shows_a_secret_the_environment_holds(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:s3cr3t-pw@db/prod")
+    v = _run(CommandProbe(), tmp_path, {"argv": ["printenv", "HF_TOKEN", "DATABASE_URL"],
+                                        "env_allow": ["PATH", "HF_TOKEN", "DATABASE_URL"]})
+    assert v["stdout"]["head"] == "***\npostgres://app:***@db/prod\n" and v["stdout"]["bytes"] == len(token) + 1 + 33
+    # Read from elsewhere (not inherited), printed to stderr, passed on argv: masked all the same.
+    (tmp_path / "token.txt").write_text(f"token={token}\n")
+    v = _run(CommandProbe(), tmp_path, {"argv": ["sh", "-c", f"cat {tmp_path / 'token.txt'} >&2; echo $0", token]})
+    assert v["stderr"]["head"] == "token=***\n" and v["stdout"]["head"] == "***\n"
+    assert v["argv"][-1] == "***" and token not in json.dumps(v)
+    # A secret cut by the head or tail bound: the piece of it left is masked too.
+    v = _run(CommandProbe(), tmp_path, {"argv": ["printenv", "HF_TOKEN"], "env_allow": ["PATH", "HF_TOKEN"],
+                                        "head_bytes": 12, "tail_bytes": 12})
+    assert v["stdout"]["head"] == "***" and v["stdout"]["tail"] == "***\n"
+    # The secret passed with `env` (from an input, say) too.
+    v = _run(CommandProbe(), tmp_path, {"argv": ["printenv", "API_PASSWORD"], "env": {"API_PASSWORD": "opensesame"}})
+    assert v["stdout"]["head"] == "***\n"
+
+
 def test_env_unmask_and_custom_pattern(tmp_path: Path) -> None:
     env = {"SSH_AUTH_SOCK": "/run/agent.sock", "HF_HOME": "/data/hf", "API_KEY": "k"}
     v = _run(EnvProbe(), tmp_path, {"names": list(env), "unmask": ["SSH_AUTH_SOCK"]}, env=env)

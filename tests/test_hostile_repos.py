@@ -413,6 +413,61 @@ def test_index_flags_hide_no_edit(repo: GitRepo, flag: str) -> None:
     assert _value("git.repo", {"path": str(repo.path)}, repo.path)["clean"] is True
 
 
+def _plain_status(repo: GitRepo) -> str:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **BASE_ENV}
+    return subprocess.run(["git", "status", "--porcelain"], cwd=repo.path, env=env, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+@pytest.mark.parametrize("config", [
+    {"core.bare": "true"},  # git then sees no work tree at all
+    {"core.worktree": "{clean_copy}"},  # git compares a clean copy elsewhere
+    {"core.checkStat": "minimal", "core.trustctime": "false"},  # same size, same mtime: "unchanged"
+])
+def test_configuration_cannot_hide_changes_from_the_clean_check(repo: GitRepo, tmp_path: Path,
+                                                                  config: dict[str, str]) -> None:
+    clean_copy = tmp_path / "clean-copy"
+    shutil.copytree(repo.path, clean_copy, ignore=shutil.ignore_patterns(".git"))
+    mtime = 1_600_000_000 * 10**9  # long before the index was written: not "racily clean"
+    os.utime(repo.path / "a.txt", ns=(mtime, mtime))
+    repo.git("update-index", "--refresh")
+    # Same size as the committed "vllm==0.6.3", a new inode (written beside and renamed over), mtime
+    # put back: only the inode and ctime git compares by default tell the edit.
+    repo.write("a.txt.new", "vllm==9.9.9\n")
+    os.replace(repo.path / "a.txt.new", repo.path / "a.txt")
+    os.utime(repo.path / "a.txt", ns=(mtime, mtime))
+    repo.write("new.txt", "untracked\n")
+    for key, value in config.items():
+        repo.git("config", key, value.format(clean_copy=clean_copy))
+    if "status.showUntrackedFiles" not in config:
+        assert "a.txt" not in _plain_status(repo)  # the control: plain git is blinded
+    v = _value("git.repo", {"path": str(repo.path)}, repo.path)
+    assert (v["clean"], v["bare"], v["path"]) == (False, False, str(repo.path.resolve()))
+    assert v["dirty"] == ["a.txt"] and v["untracked"] == ["new.txt"]
+    s = _value("search.regex", {"root": str(repo.path), "pattern": r"vllm==([0-9.]+)", "untracked": True},
+               repo.path)
+    assert s["distinct"] == ["0.7.0", "9.9.9"] and "new.txt" not in s["counts"]
+    repo.write("a.txt", "vllm==0.6.3\n")
+    (repo.path / "new.txt").unlink()
+    assert _value("git.repo", {"path": str(repo.path / "src")}, repo.path)["clean"] is True
+
+
+def test_file_mode_false_cannot_hide_a_chmod(repo: GitRepo) -> None:
+    repo.git("config", "core.fileMode", "false")
+    (repo.path / "a.txt").chmod(0o755)
+    assert _plain_status(repo) == ""  # the control
+    v = _value("git.repo", {"path": str(repo.path)}, repo.path)
+    assert v["dirty"] == ["a.txt"] and v["clean"] is False
+
+
+def test_a_bare_repository_is_still_bare(tmp_path: Path, repo: GitRepo) -> None:
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.path), str(bare)], check=True, capture_output=True,
+                   env={**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **BASE_ENV})
+    v = _value("git.repo", {"path": str(bare)}, tmp_path)
+    assert (v["bare"], v["path"], v["head"]) == (True, str(bare.resolve()), repo.sha("HEAD"))
+
+
 def test_sparse_checkout_files_absent_on_purpose_are_not_dirty(repo: GitRepo) -> None:
     repo.git("update-index", "--skip-worktree", "a.txt")
     (repo.path / "a.txt").unlink()

@@ -81,3 +81,35 @@ def test_worst_status_follows_the_documented_severity() -> None:
     assert worst_status(["FAIL", "BLOCKED"]) == "BLOCKED"
     assert worst_status(["PASS", "SKIPPED"]) == "PASS"
     assert worst_status(s for s in ["FAIL", "PASS"]) == "FAIL"  # any iterable, read once
+
+
+# A fact value that would drive the CI system reading the log: a GitHub annotation (at a line's
+# start, after the runner trims the indent), Azure variable, GitHub/Azure log group, TeamCity message.
+CI_EVIL = ("0.26.1\n::error title=x::pwned\n   ::add-mask::y ##vso[task.setvariable variable=OK]true "
+           "##[group]hidden ##teamcity[buildStatus text='ok'] std::vector x ::warning::wrapped")
+
+
+def _ci_commands(text: str) -> list[str]:
+    return [line for line in text.splitlines()
+            if line.strip().startswith("::") or any(k in line.lower() for k in ("##vso[", "##[", "##teamcity["))]
+
+
+def test_console_output_never_starts_a_ci_log_command() -> None:
+    from policyrun.trace import CheckRecord, PhaseRecord, Read
+
+    check = CheckRecord(id="c", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
+                        message=CI_EVIL, reads=[Read(path="facts.x", value=CI_EVIL)])
+    phase = PhaseRecord(phase="P", status="FAIL", reason="r", evidence=[check], blocker=CI_EVIL,
+                        next_allowed_action=CI_EVIL, location="rulebooks/r.yaml:3:5")
+    trace = tf.generic().model_copy(update={"phases": [phase], "provenance": {}})
+    trace = trace.model_copy(update={"verdict": trace.verdict.model_copy(update={"summary": CI_EVIL})})
+    for width in (64, 30, 12):  # wrapping moves `::warning::` to a line of its own
+        text = plain_table(trace, reason_width=width)
+        assert _ci_commands(text) == [] and "\\::error title=x::pwned" in text and "std::vector" in text
+    for kwargs in ({}, {"quiet": True}, {"as_json": True}):
+        out = io.StringIO()
+        print_trace(trace, stream=out, **kwargs)  # type: ignore[arg-type]
+        assert _ci_commands(out.getvalue()) == [], kwargs
+    out = io.StringIO()
+    print_trace(trace, stream=out, as_json=True)
+    assert json.loads(out.getvalue())["phases"][0]["blocker"] == CI_EVIL  # the same JSON value

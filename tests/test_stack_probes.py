@@ -18,7 +18,8 @@ import pytest
 from policyrun import expr
 from policyrun.probes import registry, toolchain
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.python_stack import PythonStackProbe, looks_secret, masked_env, stack_script
+from policyrun.masking import mask_value
+from policyrun.probes.python_stack import PythonStackProbe, masked_env, stack_script
 from policyrun.probes.toolchain import ToolchainProbe, parse_cc, parse_nvcc
 from tests.fakes import stack_site
 
@@ -227,12 +228,18 @@ def test_recorded_device_output(tmp_path: Path) -> None:
     assert expr.evaluate(check, {"facts": {"stack": v, "gpu": gpu_cc}}).value is True
 
 
+def looks_secret(name: str, value: str) -> bool:
+    return mask_value(value, name=name).shown is None
+
+
 def test_secret_heuristics() -> None:
     assert looks_secret("VLLM_API_KEY", "x") and looks_secret("NCCL_PASSWORD", "")
     assert looks_secret("VLLM_X", "ghp_0123456789abcdefABCDEF") and looks_secret("VLLM_X", "sk-proj-abcdefghijklmnop")
     assert not looks_secret("CUDA_HOME", "/usr/local/cuda-12.8")
     assert not looks_secret("VLLM_COMMIT", "0123456789abcdef0123456789abcdef01234567")
     assert masked_env({"CUDA_HOME": "/usr/local/cuda", "HOME": "/root"}) == {"CUDA_HOME": "/usr/local/cuda"}
+    assert masked_env({"VLLM_DB": "postgres://u:hunter22@db/x", "VLLM_API_KEY": "k"}) == {
+        "VLLM_API_KEY": "***", "VLLM_DB": "postgres://u:***@db/x"}
 
 
 def test_interpreter_not_found(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.collect import collect, make_progress, plan, unset_input_probes
     from policyrun.engine import load_checked
     from policyrun.errors import terminal_text
-    from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.inputs import mask_snapshot, resolve_inputs, select_mode
 
     if args.json and args.output == "-":
         raise UsageError("--json prints the summary on stdout; write the facts snapshot with -o FILE", code="U003")
@@ -52,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
     only = set(args.only) or None
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
                     only=only, rulebook_dir=rb.file_of(("schemas",)).parent)
-    text = facts.to_json()
+    text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
-        sys.stdout.write(text)
+        from policyrun.render.safetext import json_controls
+
+        sys.stdout.write(json_controls(text))  # the same JSON, inert on a terminal and in a CI log
     else:
         from policyrun.outfiles import write_file
 

@@ -134,10 +134,18 @@ def run(args: argparse.Namespace) -> int:
     facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
     rulebook, mode, inputs = _context(args)
     result = evaluate_expression(args.expression, rulebook, mode, inputs, facts)
+    from policyrun.inputs import mask_trace_record
+    from policyrun.render.safetext import json_controls
+
+    # A secret input's text is masked in what is printed, as in a trace; the expression saw it.
+    result = mask_trace_record({**result, "inputs": {}}, rulebook, inputs)
+    del result["inputs"]
+
+    # Values come from facts: the JSON printed is the same value, inert on a terminal and in a CI log.
     if args.json:
-        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_controls(json.dumps(result, indent=2, ensure_ascii=False, default=str)) + "\n")
     elif result["ok"]:
-        sys.stdout.write(json.dumps(result["value"], indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_controls(json.dumps(result["value"], indent=2, ensure_ascii=False, default=str)) + "\n")
     if not result["ok"]:
         missing = [r for r in result["reads"] if r.get("missing")]
         lines = [f"policyrun: no value: {result['error']}"]

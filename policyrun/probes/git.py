@@ -64,6 +64,18 @@ NEUTRALISED_CONFIG: tuple[tuple[str, str], ...] = (
     ("grep.fullName", "false"),
     ("grep.column", "false"),
     ("color.ui", "false"),
+    # What `git status` reports about the work tree. A repository could otherwise hide an edit
+    # (`core.checkStat=minimal` + `core.trustctime=false`: a same-size edit with its mtime put back
+    # compares equal; `core.ignoreStat`: edits are not looked for), an untracked file (a forged
+    # untracked cache in the index; `core.ignoreCase` on a case-sensitive file system), or a
+    # `chmod +x` (`core.fileMode=false`). Overriding errs towards a false alarm on an unusual file
+    # system (no executable bits, case-insensitive), never towards a false clean.
+    ("core.checkStat", "default"),
+    ("core.trustctime", "true"),
+    ("core.ignoreStat", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.fileMode", "true"),
+    ("core.ignoreCase", "false"),
 )
 READ_ONLY_CONFIG = tuple(arg for key, value in NEUTRALISED_CONFIG for arg in ("-c", f"{key}={value}"))
 # A filter driver's programs run when git converts a working-tree file (`git status` compares a
@@ -310,15 +322,21 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
         raise probe.error(stderr, probe.commands[-1])
     git_dir = Path(lines[0]).resolve()
     common_dir = (where / lines[1]).resolve()
-    bare = lines[2] == "true"
-    rest = lines[4:]
-    if lines[3] == "true":
-        root = (where / rest[0]).resolve() if rest else where
-        rest = rest[1:]
-    else:
-        root = git_dir if bare or common_dir.name != ".git" else common_dir.parent
+    # Lines 3-5 are git's own view of the work tree, which the repository's configuration steers
+    # (below): kept in the provenance, not trusted. --show-cdup prints a line only inside one.
+    rest = lines[5:] if lines[3] == "true" else lines[4:]
     head = rest[0] if rest and _FULL_SHA.fullmatch(rest[0]) else None
-    probe.root, probe.git_dir, probe.common_dir, probe.bare, probe.head_sha = root, git_dir, common_dir, bare, head
+    # The work tree is the directory whose `.git` led git to git_dir, whatever the repository's
+    # configuration says: `core.bare=true` would make git report no work tree at all (nothing
+    # dirty, nothing untracked) and `core.worktree` would point it at another directory (a clean
+    # copy). Neither can be overridden with `-c` (git reads core.bare with the repository format,
+    # before command-line configuration), so every command gets GIT_WORK_TREE instead.
+    work_tree = _work_tree(where, git_dir)
+    root = work_tree or git_dir
+    probe.root, probe.git_dir, probe.common_dir, probe.bare, probe.head_sha = \
+        root, git_dir, common_dir, work_tree is None, head
+    if work_tree is not None:
+        probe.env["GIT_WORK_TREE"] = str(work_tree)
     listing = probe.run(["config", "-z", "--list"], cwd=where, ok=(0, 1)).stdout
     probe.env = with_config(probe.env, [(f"filter.{name}.{var}", value) for name in declared_filters(listing)
                                         for var, value in FILTER_OVERRIDES])
@@ -328,6 +346,34 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     except OSError:
         probe.split_index = False
     return probe
+
+
+def _work_tree(where: Path, git_dir: Path) -> Path | None:
+    """The nearest directory at or above `where` holding a `.git` (a directory, or a `gitdir:` file
+    of a linked worktree or submodule) that is git_dir; None when there is none (a bare repository,
+    or `where` inside a git directory that no work tree's `.git` names)."""
+    for candidate in (where, *where.parents):
+        dot_git = candidate / ".git"
+        try:
+            st = os.lstat(dot_git)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            target = dot_git
+        elif stat.S_ISREG(st.st_mode):
+            data = read_regular(dot_git, 1 << 16)
+            text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else ""
+            if not text.startswith("gitdir:"):
+                continue
+            target = candidate / text[len("gitdir:"):].strip()
+        else:
+            continue
+        try:
+            if target.resolve() == git_dir:
+                return candidate
+        except OSError:
+            continue
+    return None
 
 
 # --- resolving revisions ------------------------------------------------------------------------
@@ -554,7 +600,7 @@ def _submodule_changed(repo: GitRepo, raw_path: bytes, depth: int) -> bool:
 def _inherited(env: Mapping[str, str]) -> dict[str, str]:
     """What a nested repository's commands start from: our environment minus this repository's overrides."""
     return {k: v for k, v in env.items() if not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
-            and k != "GIT_CONFIG_COUNT" and k not in READ_ONLY_ENV}
+            and k not in ("GIT_CONFIG_COUNT", "GIT_WORK_TREE") and k not in READ_ONLY_ENV}
 
 
 def _matches_index(repo: GitRepo, raw_path: bytes, mode: str, oid: str) -> bool:

@@ -11,8 +11,9 @@ what was printed), which is right for a script policyrun parses and wrong for a 
 partial output is the evidence. A timed-out command is a fact (`timed_out: true`, what it
 printed until then), not an error: "did not answer within 10 s" is what a check may be about.
 
-`env` never writes a value whose name looks secret (or that looks like a known token) to the
-fact; `path` uses lstat/stat and readlink only: no file or device is opened.
+`env` never writes a secret (policyrun/masking.py: by name, or by what the value holds) to the
+fact, and `command` masks every secret of policyrun's environment wherever the command's argv or
+output shows it; `path` uses lstat/stat and readlink only: no file or device is opened.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
+from policyrun import masking
 from policyrun.globs import GlobError, anchored_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import display_path, exited, kill_group
-from policyrun.probes.python_stack import _TOKEN_PREFIX
 
 # --- command ------------------------------------------------------------------------------------
 
@@ -132,10 +133,12 @@ class _Capture:
             if len(self.tail) > self.tail_cap + _CHUNK:  # trim in steps, not on every read
                 del self.tail[: len(self.tail) - self.tail_cap]
 
-    def value(self) -> dict[str, Any]:
+    def value(self, secrets: Sequence[str] = ()) -> dict[str, Any]:
+        """Head and tail as text, every secret in `secrets` masked (a piece of one at a cut too)."""
         tail = bytes(self.tail[-self.tail_cap:]) if self.tail_cap else b""
-        return {"head": _decode(bytes(self.head), cut_end=self.total > len(self.head)),
-                "tail": _decode(tail, cut_start=self.total > len(tail)),
+        head_cut, tail_cut = self.total > len(self.head), self.total > len(tail)
+        return {"head": masking.redact(_decode(bytes(self.head), cut_end=head_cut), secrets, cut_end=head_cut),
+                "tail": masking.redact(_decode(tail, cut_start=tail_cut), secrets, cut_start=tail_cut),
                 "bytes": self.total, "truncated": self.total > self.head_cap + self.tail_cap}
 
 
@@ -286,7 +289,13 @@ class CommandProbe:
         argv = [str(a) for a in params["argv"]]
         env = _command_env(params, ctx)
         exe = _executable(argv[0], env, ctx)
-        commands = [shlex.join(argv)]
+        # Every secret policyrun's environment holds (not only what the command inherits: it may
+        # read the same token from a file) and every secret `env` passes, wherever the fact would
+        # show it: argv (an input bound from the environment), stdout and stderr.
+        secrets = masking.secret_fragments({**os.environ, **ctx.env, **{str(k): str(v) for k, v in
+                                                                        (params.get("env") or {}).items()}})
+        shown_argv = [masking.redact(a, secrets) for a in argv]
+        commands = [shlex.join(shown_argv)]
         cwd_param = params.get("cwd")
         cwd = ctx.resolve(str(cwd_param)) if cwd_param is not None else None
         if cwd is not None and not cwd.is_dir():
@@ -308,21 +317,18 @@ class CommandProbe:
         duration = time.monotonic() - t0
         exit_code = code if code >= 0 else None
         ok_codes = list(params.get("ok_exit_codes") or [0])
-        value = {"argv": argv, "executable": exe, "cwd": str(cwd) if cwd is not None else None,
+        value = {"argv": shown_argv, "executable": exe, "cwd": str(cwd) if cwd is not None else None,
                  "env_names": sorted(env), "exit_code": exit_code,
                  "signal": _signal_name(-code) if code < 0 else None,
                  "ok": not timed_out and exit_code in ok_codes, "timed_out": timed_out,
                  "timeout_s": round(timeout, 3), "duration_s": round(duration, 3),
-                 "stdout": out.value(), "stderr": err.value()}
+                 "stdout": out.value(secrets), "stderr": err.value(secrets)}
         return ProbeResult(value=value, commands=commands)
 
 
 # --- env ----------------------------------------------------------------------------------------
 
-# Names whose values are never written to a fact unless the rulebook unmasks them. Deliberately
-# broad: a masked path costs one `unmask` entry, a leaked token costs a rotation.
-DEFAULT_MASK_PATTERN = ("(?i)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|"
-                        "PRIVATE|SIGNATURE)")
+DEFAULT_MASK_PATTERN = masking.NAME_PATTERN
 
 _ENV_PARAMS: dict[str, Any] = {
     "type": "object",
@@ -333,8 +339,9 @@ _ENV_PARAMS: dict[str, Any] = {
                    "description": "Names whose values are shown even if they look secret."},
         "mask_pattern": {"type": "string", "default": DEFAULT_MASK_PATTERN,
                          "description": "RE2 searched in each name; a match masks the value. Default: names "
-                                        "containing TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, KEY, CREDENTIAL, "
-                                        "AUTH, COOKIE, SESSION, PRIVATE or SIGNATURE (any case)."},
+                                        "containing TOKEN, SECRET, PASS, PWD, KEY, DSN, CREDENTIAL, AUTH, COOKIE, "
+                                        "SESSION, PRIVATE, SIGNATURE or CONTRASE (any case), except PWD and "
+                                        "OLDPWD. Values are masked by what they hold whatever the name."},
     },
     "required": ["names"],
     "additionalProperties": False,
@@ -345,8 +352,9 @@ _ENV_FACT: dict[str, Any] = {
     "properties": {
         "vars": {"type": "object", "additionalProperties": {"type": "object", "properties": {
             "set": {"type": "boolean"},
-            "value": {"type": ["string", "null"], "description": "null when unset or masked."},
-            "masked": {"type": "boolean"},
+            "value": {"type": ["string", "null"], "description": "null when unset or masked; a URL with a "
+                                                                "password shows `***` in its place."},
+            "masked": {"type": "boolean", "description": "Some or all of the value is hidden."},
             "length": {"type": ["integer", "null"], "description": "Characters in the value; null when unset."},
         }}},
         "missing": {"type": "array", "items": {"type": "string"}, "description": "Names not set."},
@@ -368,7 +376,7 @@ def _compile_re2(pattern: str, param: str, code: str) -> Any:
 
 class EnvProbe:
     kind = "env"
-    summary = "Environment variables policyrun runs with: set or not, value (masked when the name looks secret), length."
+    summary = "Environment variables policyrun runs with: set or not, value (secrets masked), length."
     params_schema: Mapping[str, Any] = _ENV_PARAMS
     fact_schema: Mapping[str, Any] = _ENV_FACT
 
@@ -376,7 +384,8 @@ class EnvProbe:
         return frozenset()
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
-        rx = _compile_re2(str(params.get("mask_pattern", DEFAULT_MASK_PATTERN)), "mask_pattern", "env.bad_pattern")
+        custom = params.get("mask_pattern")
+        rx = _compile_re2(str(custom), "mask_pattern", "env.bad_pattern") if custom is not None else None
         unmask = set(params.get("unmask") or [])
         environ = {**os.environ, **ctx.env}
         out: dict[str, Any] = {}
@@ -387,10 +396,12 @@ class EnvProbe:
                 out[name] = {"set": False, "value": None, "masked": False, "length": None}
                 missing.append(name)
                 continue
-            # A known token shape is masked whatever the variable is called (a token pasted into MODEL_PATH).
-            masked = name not in unmask and (rx.search(name) is not None
-                                             or (len(value) >= 16 and _TOKEN_PREFIX.match(value) is not None))
-            out[name] = {"set": True, "value": None if masked else value, "masked": masked, "length": len(value)}
+            if name in unmask:
+                out[name] = {"set": True, "value": value, "masked": False, "length": len(value)}
+                continue
+            # A secret value is masked whatever the variable is called (a token pasted into MODEL_PATH).
+            m = masking.mask_value(value, name=name, name_secret=None if rx is None else rx.search(name) is not None)
+            out[name] = {"set": True, "value": m.shown, "masked": m.masked, "length": len(value)}
         return ProbeResult(value={"vars": out, "missing": missing})
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -32,16 +31,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from policyrun import masking
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import ChildOutputTooLarge, ChildResult, ChildTimeout, child_env, run_child
 
 DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
-MASK = "***"
-
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
-# Well-known token shapes: Hugging Face, GitHub, GitLab, OpenAI-style, Slack, AWS key ids, JWTs.
-_TOKEN_PREFIX = re.compile(r"^(hf_|ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|sk-|xox[abpr]-|AKIA|ASIA|eyJ)")
-_OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/=_]{24,}")
 _STDERR_TAIL = 2000
 ISOLATED = ("-I", "-B")  # isolated mode (implies -E, -s and, from 3.11, -P); no .pyc written anywhere
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # the script's JSON is a few kB; an interpreter printing more is killed
@@ -94,21 +88,8 @@ def stack_script() -> str:
     return resources.files("policyrun.probes").joinpath("_stack_script.py").read_text(encoding="utf-8")
 
 
-def looks_secret(name: str, value: str) -> bool:
-    if _SECRET_NAME.search(name):
-        return True
-    v = value.strip()
-    if len(v) >= 16 and _TOKEN_PREFIX.match(v):
-        return True
-    # A long opaque run of mixed-case letters and digits (base64/random tokens). Hex digests are
-    # single-case and GPU UUIDs come in short dash-separated groups, so commit pins and
-    # CUDA_VISIBLE_DEVICES=GPU-... stay readable.
-    return any(any(c.islower() for c in run) and any(c.isupper() for c in run) and any(c.isdigit() for c in run)
-               for run in _OPAQUE_RUN.findall(v))
-
-
 def masked_env(env: Mapping[str, str], prefixes: tuple[str, ...] = DEFAULT_ENV_PREFIXES) -> dict[str, str]:
-    return {k: (MASK if looks_secret(k, v) else v) for k, v in sorted(env.items()) if k.startswith(prefixes)}
+    return masking.masked_mapping({k: v for k, v in sorted(env.items()) if k.startswith(prefixes)})
 
 
 def _tail(text: str) -> str:

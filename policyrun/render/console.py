@@ -11,7 +11,7 @@ from policyrun.model import worst_status
 import sys
 from typing import TextIO
 
-from policyrun.render.safetext import escape_controls, json_controls
+from policyrun.render.safetext import escape_ci_commands, escape_controls, json_controls
 from policyrun.trace import Trace
 
 _STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
@@ -43,7 +43,9 @@ def plain_table(trace: Trace, reason_width: int = 64) -> str:
         wrapped = textwrap.wrap(why, w2, break_long_words=False, break_on_hyphens=False) or [""]
         lines.append(f"{phase:<{w0}}  {status:<{w1}}  {wrapped[0]:<{w2}}  {nxt}".rstrip())
         lines.extend(f"{'':<{w0}}  {'':<{w1}}  {more}".rstrip() for more in wrapped[1:])
-    return "\n".join(lines) + "\n"
+    # Wrapping can put a `::` that was inside a reason at the start of a line of its own (after
+    # the indent, which CI runners trim): break CI log commands in the table as printed.
+    return escape_ci_commands("\n".join(lines) + "\n")
 
 
 def _rich_table(trace: Trace, stream: TextIO) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from policyrun.errors import Finding
 from policyrun.lintcodes import describe
 from policyrun.render.codelocations import CodeLocation, Resolver, check_locations, failing_checks
-from policyrun.render.safetext import escape_controls
+from policyrun.render.safetext import visible_controls
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
 _LEVELS = {"FAIL": "error", "BLOCKED": "error", "STOPPED": "error", "WARN": "warning"}
@@ -40,9 +40,9 @@ def command(level: str, message: str, *, file: str | None = None, line: int = 0,
             if col > 0:
                 props.append(f"col={col}")
     if title:
-        props.append(f"title={escape_property(escape_controls(title))}")
+        props.append(f"title={escape_property(visible_controls(title))}")
     head = f"::{level} {','.join(props)}" if props else f"::{level}"
-    return f"{head}::{escape_data(escape_controls(message))}"
+    return f"{head}::{escape_data(visible_controls(message))}"
 
 
 def _workspace_path(file: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from policyrun.render.safetext import escape_ci_commands
 from policyrun.render.view import FAILING, format_read, is_decisive, outside_mode, record_text
 from policyrun.trace import PhaseRecord, Trace
 
@@ -24,7 +25,8 @@ _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200
 
 
 def _x(text: object) -> str:
-    return _INVALID_XML.sub("\ufffd", str(text))
+    # A JUnit file is often printed into a CI log: break the log commands it would carry too.
+    return escape_ci_commands(_INVALID_XML.sub("\ufffd", str(text)))
 
 
 def _failure_body(phase: PhaseRecord) -> str:
