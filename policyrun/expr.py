@@ -229,6 +229,11 @@ def set_guard(guard: _Guard | None) -> None:
     _guard = guard
 
 
+def guard_installed() -> bool:
+    """Whether expressions are being evaluated under the guard (in its evaluation child)."""
+    return _guard is not None
+
+
 def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
     """Evaluate with only what the expression reads bound, or against a prepared activation
     (`make_activation`) whose conversions are shared by every expression that uses it."""

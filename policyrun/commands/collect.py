@@ -29,14 +29,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from policyrun.collect import collect, make_progress
-    from policyrun.engine import load_checked
+    from policyrun.engine import check_locations, load_checked
     from policyrun.inputs import resolve_inputs, select_mode
 
     rb = load_checked(args.rulebook)
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
-                    only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent)
+                    only=set(args.only) or None, rulebook_dir=rb.file_of(("schemas",)).parent,
+                    locations=check_locations(rb))
     text = facts.to_json()
     if args.output == "-":
         sys.stdout.write(text)

@@ -92,7 +92,8 @@ def evaluate_expression(source: str, rulebook: Any, mode: str, inputs: dict[str,
     """The expression's value (and what it read) over `facts`, as a derived value of `rulebook`."""
     from policyrun.functions.factstatus import fact_status
     from policyrun.guard import run_guarded
-    from policyrun.interpreter import EvalContext, derive_values, fact_status_of
+    from policyrun.derive import derive_values
+    from policyrun.expreval import EvalContext, fact_status_of
     from policyrun.model import Derived
 
     compiled = compile_or_explain(source)
