@@ -262,11 +262,18 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
             outcome.message = (f"the value of the derived value at {where or key} would take the derived values "
                                f"past their total size budget of {_mib(budget.bytes)} (counted as JSON text)")
             outcome.error = True
-        ctx.derived_errors[did] = outcome.message or "could not be computed"
+        ctx.derived_errors[did] = _cut(outcome.message or "could not be computed")
         records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": not outcome.error,
                         "reads": outcome.reads, "facts": facts})
         _taint(ctx, graph)
     return records
+
+
+_ERROR_CHARS = 2000  # a chain of derived values repeats each one's reason: keep it a readable size
+
+
+def _cut(reason: str) -> str:
+    return reason if len(reason) <= _ERROR_CHARS else reason[:_ERROR_CHARS] + "… (cut)"
 
 
 def _mib(n: int) -> str:
@@ -342,7 +349,7 @@ def derive_for_params(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], 
     guard, reusing those already in `known`; what they spent is charged to `budget`."""
     from policyrun.facts import FactsSnapshot
     from policyrun.functions.factstatus import fact_status
-    from policyrun.guard import guarded_available, run_guarded
+    from policyrun.guard import expression_limit, guarded_available, run_guarded
 
     todo = graph_of(rulebook).closure(wanted) - set(known.values) - set(known.errors)
     if not todo:
@@ -364,8 +371,13 @@ def derive_for_params(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], 
                           mine.spent_s, mine.used_bytes)
 
     try:
-        found = run_guarded(compute) if guarded_available() and not guard_installed() else compute()
-    except PolicyrunError as exc:  # the guard refused the whole computation (G002)
+        if guarded_available() and not guard_installed():
+            # The budget left, plus one expression running to its own limit, plus slack for the fork.
+            deadline = max(budget.seconds - budget.spent_s, 0.0) + expression_limit() + 10.0
+            found = run_guarded(compute, deadline_s=deadline)
+        else:
+            found = compute()
+    except PolicyrunError as exc:  # the guard refused the whole computation (G002, G004)
         found = Derivation({}, dict.fromkeys(todo, exc.message), budget.spent_s, budget.used_bytes)
     budget.spent_s, budget.used_bytes = found.spent_s, found.used_bytes
     return Derivation({**known.values, **found.values}, {**known.errors, **found.errors},

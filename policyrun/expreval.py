@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyrun import limits
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
 from policyrun.facts import FactsSnapshot
 from policyrun.model import Rulebook
 
 Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
 
-_MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha256 pins them
+_MAX_READ_BYTES = limits.TRACE_VALUE_BYTES  # larger values are summarised in the trace; facts_sha256 pins them
 # Roots whose value changes while phases are evaluated, so expressions reading them are bound
 # per evaluation instead of through the shared activation.
 _LIVE_ROOTS = frozenset({"phases", "violations"})
@@ -210,22 +211,41 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
 
 
 _CONTAINERS = (list, dict)
+_SHORT = 256  # a flat container of at most 64 items none longer than this is kept without measuring
 
 
 def summarise(value: Any) -> Any:
+    """The value as the trace records it: as it is up to limits.TRACE_VALUE_BYTES of JSON, else its
+    type, length and sha256. Strings count too, and so does nesting deeper than a facts file may
+    hold, so whatever `evaluate` writes, `report`, `explain` and `verify` read."""
     kind = type(value)
+    if kind is str:
+        return value if len(value) <= _MAX_READ_BYTES else _summary("str", len(value), value)
     if kind is not list and kind is not dict:
         return value
     items = value.values() if kind is dict else value
-    if len(value) <= 64 and not any(type(v) in _CONTAINERS for v in items):
+    if len(value) <= 64 and not any(type(v) in _CONTAINERS or (type(v) is str and len(v) > _SHORT) for v in items) \
+            and (kind is list or not any(type(k) is str and len(k) > _SHORT for k in value)):
         return value  # small and flat: cheaper to keep than to measure
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    if len(text) <= _MAX_READ_BYTES:
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError, TypeError):  # nests past what the encoder follows
+        return {"truncated": True, "type": kind.__name__, "length": len(value), "sha256": None}
+    if len(text) <= _MAX_READ_BYTES and not _too_deep(value, text):
         return value
-    type_name = type(value).__name__
-    size = len(value) if isinstance(value, (list, dict)) else len(text)
-    return {"truncated": True, "type": type_name, "length": size,
-            "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return _summary(kind.__name__, len(value), text)
+
+
+def _too_deep(value: Any, text: str) -> bool:
+    # Each level needs an opening bracket: count them (C speed) before walking the levels.
+    if text.count("[") + text.count("{") <= limits.FACTS_DEPTH:
+        return False
+    return limits.depth_exceeds(value, limits.FACTS_DEPTH)
+
+
+def _summary(type_name: str, length: int, text: str) -> Rec:
+    return {"truncated": True, "type": type_name, "length": length,
+            "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
 def record_check(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,

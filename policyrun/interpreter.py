@@ -301,9 +301,9 @@ def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violatio
 
 
 def _render_violations(violations: list[Any]) -> str:
-    from policyrun.expr import render_value
+    from policyrun.expr import bounded_text, render_value
 
-    return "; ".join(render_value(v) for v in violations)
+    return bounded_text("; ".join(render_value(v) for v in violations))
 
 
 def _check_next(ctx: EvalContext, template: str | None) -> str | None:
