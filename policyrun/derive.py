@@ -242,6 +242,7 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
             outcome_reads: list[Rec] = []
             ctx.derived_facts[did] = sorted(backing | graph.facts[did])
             ctx.derived_errors[did] = error
+            ctx.derived_defects.add(did)
             records.append({**rec, "value": None, "error": error, "missing": False, "reads": outcome_reads,
                             "facts": ctx.derived_facts[did]})
             _taint(ctx, graph)
@@ -263,6 +264,8 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
                                f"past their total size budget of {_mib(budget.bytes)} (counted as JSON text)")
             outcome.error = True
         ctx.derived_errors[did] = _cut(outcome.message or "could not be computed")
+        if outcome.error:
+            ctx.derived_defects.add(did)
         records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": not outcome.error,
                         "reads": outcome.reads, "facts": facts})
         _taint(ctx, graph)

@@ -36,6 +36,7 @@ class EvalContext:
     variables: dict[str, Any] = field(default_factory=dict)
     derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
     derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
+    derived_defects: set[str] = field(default_factory=set)  # derived ids without a value because of an error
     activation: Any = None
     waivers: Any = None  # policyrun.waivers.Waivers, with --waivers
     # path → read record: facts, inputs, vars and derived values do not change during the phases,
@@ -131,6 +132,13 @@ def _missing_message(missing: list[Rec]) -> str:
     return "missing fact " + "; ".join(f"{root}: {err}" for root, err in by_root.items())
 
 
+def _defect(ctx: EvalContext, missing: list[Rec]) -> bool:
+    """Whether a missing read is a derived value that has none because of an evaluation error or a
+    bound (not a missing fact): then what reads it is an evaluation error too, which no mode's
+    on_missing tolerates."""
+    return any(r["path"].startswith("derived.") and r["path"].split(".")[1] in ctx.derived_defects for r in missing)
+
+
 def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) -> Any:
     if compiled.roots & _LIVE_ROOTS:
         variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
@@ -163,7 +171,7 @@ def run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | N
         # other branch of ?:, a side of && or || that decided alone) stands.
         missing = [r for r in reads if r.get("missing")]
         if missing and outcome.kind in ("missing_key", "error"):
-            return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing))
+            return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing), error=_defect(ctx, missing))
         message, error = _failure(ctx, key, outcome)
         return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error, deliberate=outcome.kind == "unknown")
     if not isinstance(outcome.value, bool):
@@ -183,7 +191,7 @@ def run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
     if not outcome.ok:
         missing = [r for r in reads if r.get("missing")]
         if missing and outcome.kind in ("missing_key", "error"):
-            return ValueOutcome(None, reads, fact_ids, _missing_message(missing))
+            return ValueOutcome(None, reads, fact_ids, _missing_message(missing), _defect(ctx, missing))
         message, error = _failure(ctx, key, outcome)
         return ValueOutcome(None, reads, fact_ids, message, error)
     return ValueOutcome(outcome.value, reads, fact_ids)

@@ -1,7 +1,8 @@
 """The gated phase interpreter: rulebook + inputs + facts in, trace out. Pure: no I/O.
 
-Before any phase, the rulebook's `derive` values are computed from the facts in dependency
-order (docs/semantics.md, "Derived values"). Then, for each phase (the full rules are in
+Before any phase, the derive stage (policyrun.derive) computes the rulebook's `derive` values from
+the facts, and marks failed the facts collected with a derived value it could not compute
+(docs/semantics.md, "Derived values"). Then, for each phase (the full rules are in
 docs/semantics.md):
 1. not in the mode, or its mode `when` is false  → SKIPPED ("outside mode M")
 2. a required earlier phase did not PASS          → SKIPPED ("gated by X=STATUS")

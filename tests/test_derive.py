@@ -214,3 +214,29 @@ def test_long_strings_are_summarised_and_messages_cut(tmp_path: Path, capsys: py
     assert len(check["message"]) < limits.MESSAGE_VALUE_CHARS + 100 and check["message"].endswith(
         f"({2 ** 19} characters; cut at {limits.MESSAGE_VALUE_CHARS})")
     assert (tmp_path / "o" / "trace.json").stat().st_size < 1 * limits.MIB
+
+
+def test_a_derived_value_without_a_value_because_of_an_error_is_never_tolerated_as_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mode may accept UNKNOWN for missing facts; an evaluation error or a bound hit in a derived
+    value is a defect, not a gap (docs/semantics.md), so the checks reading it still block."""
+    monkeypatch.setattr(limits, "DERIVED_BYTES", 64)
+    rb = _write(tmp_path, """\
+policyrun: 1
+name: tolerant
+modes:
+  m: {phases: [A], on_missing: UNKNOWN}
+derive:
+  broken: {value: "1 / 0"}
+  large: {value: "'x'.repeat(200)"}
+phases:
+  - id: A
+    evidence:
+      - {id: reads_broken, check: "derived.broken > 0"}
+      - {id: reads_large, check: "size(derived.large) > 0"}
+""".replace("'x'.repeat(200)", "'" + "x" * 200 + "'"))
+    trace = _evaluate_and_read_back(tmp_path, rb, capsys)
+    phase = trace["phases"][0]
+    assert phase["status"] == "BLOCKED"
+    assert [c["outcome"] for c in phase["evidence"]] == ["BLOCKED", "BLOCKED"]
+    assert "total size budget of 64 bytes" in phase["evidence"][1]["message"]
