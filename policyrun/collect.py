@@ -2,9 +2,10 @@
 
 Probes whose `with:` reads other facts (`${facts.x...}`, `${failed(facts.x)}`, or facts behind a
 `${derived.y}`) wait for those probes; the rest run in parallel. Derived values in parameters are
-computed by the derive stage (policyrun.derive: guarded, each once per collection). Whatever goes wrong inside one probe (an expected ProbeError, a timeout, a crash, a
-refused permission) becomes that probe's error fact and, through `dependency.failed`, its
-dependants' — the interpreter treats those as missing, so they can never yield PASS.
+computed by the derive stage (policyrun.derive: guarded, each once per collection). Whatever goes
+wrong inside one probe (an expected ProbeError, a timeout, a crash, a refused permission) becomes
+that probe's error fact and, through `dependency.failed`, its dependants' — the interpreter
+treats those as missing, so they can never yield PASS.
 """
 
 from __future__ import annotations
@@ -415,7 +416,7 @@ class _Collection:
         (error code, message, parameters to record) when they cannot be resolved. `evaluate
         --facts` calls this too, to check that a snapshot was collected with these parameters."""
         raw = spec.with_
-        status = {pid: (f.error.code if f.error is not None else None) for pid, f in self.facts.items()}
+        status = {p: (f.error.code if f.error is not None else None) for p, f in self.facts.items()}
         variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
                      "derived": {}}
         wanted = graph_of(self.rulebook).params[pid].derived
@@ -424,7 +425,8 @@ class _Collection:
                                              known=self.derived, budget=self.budget, locations=self.locations)
             for did in sorted(wanted):
                 if did in self.derived.errors:
-                    return "dependency.failed", f"reads derived.{did}, which has no value: {self.derived.errors[did]}", raw
+                    return ("dependency.failed", f"reads derived.{did}, which has no value: "
+                                                 f"{self.derived.errors[did]}", raw)
             variables["derived"] = {did: self.derived.values[did] for did in wanted}
         from policyrun.functions.factstatus import fact_status
 

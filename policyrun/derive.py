@@ -26,7 +26,7 @@ from typing import Any
 from policyrun import limits
 from policyrun.errors import PolicyrunError
 from policyrun.expr import ExprError, compile_expr, guard_installed, template_exprs
-from policyrun.expreval import EvalContext, Rec, run_value, summarise
+from policyrun.expreval import EvalContext, Rec, run_value, summarise_sized
 from policyrun.model import Rulebook
 
 # --- the graph ----------------------------------------------------------------------------------
@@ -253,11 +253,11 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
         facts = sorted(set(outcome.facts) | backing)
         ctx.derived_facts[did] = facts
         if outcome.ok:
-            size = value_size(outcome.value, budget.bytes - budget.used_bytes)
+            shown, size = summarise_sized(outcome.value)
             if budget.used_bytes + size <= budget.bytes:
                 budget.used_bytes += size
                 values[did] = outcome.value
-                records.append({**rec, "value": summarise(outcome.value), "error": None, "missing": False,
+                records.append({**rec, "value": shown, "error": None, "missing": False,
                                 "reads": outcome.reads, "facts": facts})
                 continue
             outcome.message = (f"the value of the derived value at {where or key} would take the derived values "
@@ -304,33 +304,6 @@ def _taint(ctx: EvalContext, graph: DeriveGraph) -> None:
     ctx.tainted.update(found)
     ctx.variables["facts"] = {k: v for k, v in ctx.variables["facts"].items() if k not in ctx.tainted}
     ctx.read_cache.clear()
-
-
-def value_size(value: Any, limit: int) -> int:
-    """The size of a value as JSON text, roughly (strings and keys by length, other scalars as 8),
-    stopping once past `limit`: a runaway value is measured only as far as the budget reaches."""
-    total = 0
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is str:
-            total += len(node) + 2
-        elif kind is list:
-            total += 2 + len(node)
-            stack.extend(node)
-        elif kind is dict:
-            total += 2
-            for k, v in node.items():
-                total += (len(k) if type(k) is str else 8) + 4
-                stack.append(v)
-        elif kind is bytes:
-            total += len(node) * 2
-        else:
-            total += 8
-        if total > limit:
-            return total
-    return total
 
 
 # --- collection's entry -------------------------------------------------------------------------

@@ -226,22 +226,32 @@ def summarise(value: Any) -> Any:
     """The value as the trace records it: as it is up to limits.TRACE_VALUE_BYTES of JSON, else its
     type, length and sha256. Strings count too, and so does nesting deeper than a facts file may
     hold, so whatever `evaluate` writes, `report`, `explain` and `verify` read."""
+    return summarise_sized(value)[0]
+
+
+def summarise_sized(value: Any) -> tuple[Any, int]:
+    """`summarise(value)` and the value's size as JSON text (estimated for scalars and small flat
+    containers, measured otherwise): the derive stage charges it to its budget without a second
+    pass over the value."""
     kind = type(value)
     if kind is str:
-        return value if len(value) <= _MAX_READ_BYTES else _summary("str", len(value), value)
+        size = len(value) + 2
+        return (value if size <= _MAX_READ_BYTES else _summary("str", len(value), value)), size
     if kind is not list and kind is not dict:
-        return value
+        return value, 8
     items = value.values() if kind is dict else value
     if len(value) <= 64 and not any(type(v) in _CONTAINERS or (type(v) is str and len(v) > _SHORT) for v in items) \
             and (kind is list or not any(type(k) is str and len(k) > _SHORT for k in value)):
-        return value  # small and flat: cheaper to keep than to measure
+        # small and flat: cheaper to keep than to measure exactly
+        size = 2 + sum(len(v) + 3 if type(v) is str else 9 for v in items)
+        return value, size + (sum(len(k) + 4 if type(k) is str else 9 for k in value) if kind is dict else 0)
     try:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     except (RecursionError, ValueError, TypeError):  # nests past what the encoder follows
-        return {"truncated": True, "type": kind.__name__, "length": len(value), "sha256": None}
+        return {"truncated": True, "type": kind.__name__, "length": len(value), "sha256": None}, 1 << 62
     if len(text) <= _MAX_READ_BYTES and not _too_deep(value, text):
-        return value
-    return _summary(kind.__name__, len(value), text)
+        return value, len(text)
+    return _summary(kind.__name__, len(value), text), len(text)
 
 
 def _too_deep(value: Any, text: str) -> bool:

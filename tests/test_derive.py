@@ -156,8 +156,8 @@ def _doubling(n: int, start: str = "[1, 2]", check: str = "size(derived.d{n}) > 
     lines = ["policyrun: 1", "name: doubling", "modes:", "  m: {phases: [A]}", "derive:",
              f"  d0: {{value: \"{start}\"}}"]
     lines += [f"  d{i}: {{value: \"derived.d{i - 1} + derived.d{i - 1}\"}}" for i in range(1, n + 1)]
-    lines += ["phases:", "  - id: A", "    evidence:",
-              f"      - {{id: big, check: \"{check.format(n=n)}\"{', message: ' + json.dumps(message) if message else ''}}}"]
+    shown = f", message: {json.dumps(message)}" if message else ""
+    lines += ["phases:", "  - id: A", "    evidence:", f"      - {{id: big, check: \"{check.format(n=n)}\"{shown}}}"]
     return "\n".join(lines) + "\n"
 
 
@@ -202,8 +202,7 @@ def test_derived_values_stop_at_the_total_time_budget(
 
 
 def test_long_strings_are_summarised_and_messages_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rb = _write(tmp_path, _doubling(18, start="'ab'", check="derived.d{n} == 'x'", message="${derived.d{n}}"
-                                    .replace("{n}", "18")))
+    rb = _write(tmp_path, _doubling(18, start="'ab'", check="derived.d{n} == 'x'", message="${derived.d18}"))
     trace = _evaluate_and_read_back(tmp_path, rb, capsys)
     last = trace["derived"][-1]
     assert last["value"] == {"truncated": True, "type": "str", "length": 2 ** 19,
