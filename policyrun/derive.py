@@ -27,6 +27,9 @@ from policyrun import limits
 from policyrun.errors import PolicyrunError
 from policyrun.expr import ExprError, compile_expr, guard_installed, template_exprs
 from policyrun.expreval import EvalContext, Rec, run_value, summarise_sized
+from policyrun.facts import FactsSnapshot
+from policyrun.functions.factstatus import fact_status
+from policyrun.guard import expression_limit, guarded_available, run_guarded
 from policyrun.model import Rulebook
 
 # --- the graph ----------------------------------------------------------------------------------
@@ -284,8 +287,6 @@ def _mib(n: int) -> str:
 
 
 def _require_guard() -> None:
-    from policyrun.guard import guarded_available
-
     if guarded_available() and not guard_installed():
         raise PolicyrunError("a derived value was about to be computed outside the guard; this is a policyrun "
                              "defect, please report it", code="G003")
@@ -323,10 +324,6 @@ def derive_for_params(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], 
                       locations: Mapping[str, str] | None = None) -> Derivation:
     """The derived values `wanted` (and what they read) over the facts collected so far, under the
     guard, reusing those already in `known`; what they spent is charged to `budget`."""
-    from policyrun.facts import FactsSnapshot
-    from policyrun.functions.factstatus import fact_status
-    from policyrun.guard import expression_limit, guarded_available, run_guarded
-
     todo = graph_of(rulebook).closure(wanted) - set(known.values) - set(known.errors)
     if not todo:
         return known
