@@ -239,3 +239,16 @@ phases:
     assert phase["status"] == "BLOCKED"
     assert [c["outcome"] for c in phase["evidence"]] == ["BLOCKED", "BLOCKED"]
     assert "total size budget of 64 bytes" in phase["evidence"][1]["message"]
+
+
+def test_a_trace_the_readers_would_refuse_is_not_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(limits, "TRACE_BYTES", 1024)
+    rb = _write(tmp_path, _doubling(3))
+    facts = tmp_path / "empty.json"
+    facts.write_text('{"policyrun_facts": 1, "facts": {}}')
+    code = main(["evaluate", str(rb), "--facts", str(facts), "--out", str(tmp_path / "o"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 3 and "T006" in err
+    assert "bytes, over the 1024 bytes that report, explain and verify read; nothing was written" in err
+    assert not (tmp_path / "o" / "trace.json").exists()
