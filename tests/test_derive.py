@@ -42,9 +42,9 @@ def _write(tmp_path: Path, text: str, name: str = "rb.yaml") -> Path:
     return path
 
 
-def _collect(tmp_path: Path, rb: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+def _collect(tmp_path: Path, rb: Path, capsys: pytest.CaptureFixture[str], *mode: str) -> dict:
     out = tmp_path / "facts.json"
-    assert main(["collect", str(rb), "-o", str(out)]) == 0
+    assert main(["collect", str(rb), "-o", str(out), *mode]) == 0
     capsys.readouterr()
     return json.loads(out.read_text())["facts"]
 
@@ -62,6 +62,15 @@ def test_parameter_reading_a_failed_guarded_derived_value_is_collected(
     assert facts["nvml"]["error"]["code"] == "file.not_found"
     assert facts["backend_info"]["value"] == "cpu" and "error" not in facts["backend_info"]
     assert main(["evaluate", str(tmp_path / "rb.yaml"), "--out", str(tmp_path / "o"), "-q"]) == 0
+
+
+def test_parameter_reading_a_failed_guarded_probe_of_another_mode_is_collected(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    rb = _write(tmp_path, BACKEND.replace("  m: {phases: [A]}", "  m: {phases: [A]}\n  gpu: {phases: [A]}").replace(
+        'with: {path: "no-such-nvml.json"}}', 'with: {path: "no-such-nvml.json"}, modes: [gpu]}'))
+    facts = _collect(tmp_path, rb, capsys, "--mode", "m")  # nvml is not collected in m: failed(facts.nvml)
+    assert "nvml" not in facts and facts["backend_info"]["value"] == "cpu"
 
 
 def test_parameter_reading_a_derived_value_that_needs_the_failed_fact_fails(
