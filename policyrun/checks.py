@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from policyrun.derive import graph_of
 from policyrun.errors import Finding, FindingSink
 from policyrun.expr import Compiled, ExprError, caret, compile_condition, compile_expr, split_template
 from policyrun.rulebook import LoadedRulebook, node_path_text
@@ -333,34 +334,33 @@ def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
     and derived values, a derived value reads facts and other derived values. A cycle cannot be
     collected or computed."""
     model = rb.model
-    graph: dict[str, list[str]] = {f"facts.{pid}": [] for pid in model.probes}
-    graph.update({f"derived.{did}": [] for did in model.derive})
+    # The edges come from the one graph collection and evaluation use (policyrun.derive): a
+    # probe's parameters wait for the facts they read or ask about with failed(), directly or
+    # through derived values.
+    deps = graph_of(model)
+    graph: dict[str, list[str]] = {}
+    for pid, params in deps.params.items():
+        graph[f"facts.{pid}"] = [f"facts.{d}" for d in sorted(params.facts | params.status) if d in model.probes] + \
+            [f"derived.{d}" for d in sorted(params.derived) if d in model.derive]
+    for did, reads in deps.reads.items():
+        graph[f"derived.{did}"] = [f"derived.{d}" for d in sorted(reads)] + \
+            [f"facts.{d}" for d in sorted(deps.facts[did] | deps.status[did]) if d in model.probes]
     for site in expression_sites(rb):
-        owner: str
-        if site.path[:1] == ("probes",):
-            owner = f"facts.{site.path[1]}"
-        elif site.derived is not None:
-            owner = f"derived.{site.derived}"
-        else:
-            continue
-        if not site.source.strip():
+        if site.path[:1] != ("probes",) or not site.source.strip():
             continue
         try:
             compiled = compile_expr(site.source.strip())
         except ExprError:
             continue
-        graph[owner].extend(f"facts.{d}" for d in compiled.fact_ids() if f"facts.{d}" in graph)
-        graph[owner].extend(f"derived.{d}" for d in compiled.derived if f"derived.{d}" in graph)
-        if site.path[:1] == ("probes",):
-            if "phases" in compiled.roots:
-                _add(sink, rb, "L020", "probe parameters cannot read phases (facts are collected before any "
-                     "phase is decided)", site.path)
-            spec = model.probes[str(site.path[1])]
-            if spec.uses == "const" and (compiled.fact_ids() or compiled.reads_all_facts):
-                _add(sink, rb, "L026", f"const probe {site.path[1]!r} computes a value from facts; move it to "
-                     "`derive:` (read as derived.<id>) so it is recomputed from the facts at every evaluation "
-                     "and replay, instead of frozen into the snapshot", ("probes", site.path[1]), key=True,
-                     severity="warning")
+        if "phases" in compiled.roots:
+            _add(sink, rb, "L020", "probe parameters cannot read phases (facts are collected before any "
+                 "phase is decided)", site.path)
+        spec = model.probes[str(site.path[1])]
+        if spec.uses == "const" and (compiled.fact_ids() or compiled.reads_all_facts):
+            _add(sink, rb, "L026", f"const probe {site.path[1]!r} computes a value from facts; move it to "
+                 "`derive:` (read as derived.<id>) so it is recomputed from the facts at every evaluation "
+                 "and replay, instead of frozen into the snapshot", ("probes", site.path[1]), key=True,
+                 severity="warning")
     cycle = _find_cycle(graph)
     if cycle:
         text = " → ".join(cycle)

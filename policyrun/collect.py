@@ -1,9 +1,11 @@
 """Plan and run a rulebook's probes: a facts snapshot with provenance, never an exception from a probe.
 
-Probes whose `with:` reads other facts (`${facts.x...}`) wait for those probes; the rest run in
-parallel. Whatever goes wrong inside one probe (an expected ProbeError, a timeout, a crash, a
-refused permission) becomes that probe's error fact and, through `dependency.failed`, its
-dependants' — the interpreter treats those as missing, so they can never yield PASS.
+Probes whose `with:` reads other facts (`${facts.x...}`, `${failed(facts.x)}`, or facts behind a
+`${derived.y}`) wait for those probes; the rest run in parallel. Derived values in parameters are
+computed by the derive stage (policyrun.derive: guarded, each once per collection). Whatever goes
+wrong inside one probe (an expected ProbeError, a timeout, a crash, a refused permission) becomes
+that probe's error fact and, through `dependency.failed`, its dependants' — the interpreter
+treats those as missing, so they can never yield PASS.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from policyrun.derive import Budget, Derivation, derive_for_params, graph_of
 from policyrun.errors import UsageError
-from policyrun.expr import ExprError, InterpolationError, compile_expr, interpolate, template_exprs
+from policyrun.expr import ExprError, InterpolationError, interpolate
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState
 from policyrun.model import ProbeSpec, Rulebook
 from policyrun.probes import registry
@@ -60,57 +63,27 @@ class Plan:
     problems: dict[str, FactError]  # probes that fail before running, whatever the facts
 
 
-def derived_closure(rulebook: Rulebook, names: set[str]) -> set[str]:
-    """`names` and every derived value they read, transitively."""
-    out: set[str] = set()
-    todo = [n for n in names if n in rulebook.derive]
-    while todo:
-        did = todo.pop()
-        if did in out:
-            continue
-        out.add(did)
-        try:
-            todo.extend(d for d in compile_expr(rulebook.derive[did].value).derived if d in rulebook.derive)
-        except ExprError:
-            pass
-    return out
-
-
-def _reads(spec: ProbeSpec, rulebook: Rulebook) -> tuple[set[str], FactError | None]:
-    """Probe ids whose facts the parameters read, directly or through derived values."""
-    reads: set[str] = set()
-    derived: set[str] = set()
-    for expr, _ in template_exprs(spec.with_):
-        try:
-            compiled = compile_expr(expr.strip())
-        except ExprError as exc:
-            return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}`: {exc.message}")
-        if compiled.reads_all_facts:
-            return reads, FactError(code="params.interpolation", message=f"`${{{expr.strip()}}}` reads every "
-                                                                         "fact; name the one it needs (facts.<id>)")
-        reads |= compiled.fact_ids()
-        derived |= set(compiled.derived)
-    for did in derived_closure(rulebook, derived):
-        try:
-            reads |= compile_expr(rulebook.derive[did].value).fact_ids()
-        except ExprError:
-            pass
-    return reads, None
-
-
 def plan(rulebook: Rulebook, mode: str, only: set[str] | None = None) -> Plan:
     """Select the probes of `mode` (or `only` and what they read) and find what each one waits for."""
     in_mode = {pid: s for pid, s in rulebook.probes.items() if s.modes is None or mode in s.modes}
+    graph = graph_of(rulebook)
     deps: dict[str, frozenset[str]] = {}
     problems: dict[str, FactError] = {}
-    for pid, spec in in_mode.items():
-        reads, problem = _reads(spec, rulebook)
+    for pid in in_mode:
+        params = graph.params[pid]
+        # Everything the parameters need finished: facts they read or ask about, directly or
+        # through derived values. Whether a missing one matters is decided when they are resolved
+        # (a derived value may ask `failed(facts.x)` of a probe this mode does not collect).
+        reads = params.waits_for
         unknown = sorted(r for r in reads if r not in rulebook.probes)
-        outside = sorted(r for r in reads if r in rulebook.probes and r not in in_mode)
-        if problem is None and unknown:
+        outside = sorted(r for r in params.facts if r in rulebook.probes and r not in in_mode)
+        problem = None
+        if params.problem is not None:
+            problem = FactError(code="params.interpolation", message=params.problem)
+        elif unknown:
             problem = FactError(code="params.interpolation",
                                 message=f"reads facts.{unknown[0]}, but the rulebook declares no probe {unknown[0]!r}")
-        if problem is None and outside:
+        elif outside:
             problem = FactError(code="dependency.failed",
                                 message=f"depends on probe {outside[0]!r}, which is not collected in mode {mode!r}")
         if problem:
@@ -326,8 +299,13 @@ class _Collection:
     """The state of one `collect()` call."""
 
     def __init__(self, rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], base_dir: Path,
-                 rulebook_dir: Path | None, progress: Progress) -> None:
+                 rulebook_dir: Path | None, progress: Progress, locations: Mapping[str, str] | None = None) -> None:
         self.rulebook = rulebook
+        self.locations = locations or {}
+        # Derived values computed for parameters so far, each once: a value is computed only after
+        # every probe it reads has finished, so it cannot change later in the collection.
+        self.derived = Derivation({}, {}, 0.0, 0)
+        self.budget = Budget()
         self.mode = mode
         self.permissions = rulebook.modes[mode].permissions
         self.inputs = dict(inputs)
@@ -403,7 +381,7 @@ class _Collection:
         if pid in the_plan.problems:
             problem = the_plan.problems[pid]
             return _error_fact(pid, spec, problem.code, problem.message, raw)
-        for dep in sorted(the_plan.deps[pid]):
+        for dep in sorted(the_plan.deps[pid] & graph_of(self.rulebook).params[pid].facts):
             err = self.facts[dep].error
             if err is not None:
                 return _error_fact(pid, spec, "dependency.failed",
@@ -412,7 +390,7 @@ class _Collection:
         if probe is None:
             return _error_fact(pid, spec, "probe.unknown_kind", f"no probe kind {spec.uses!r} is registered; "
                                                                 "`policyrun probes` lists the kinds", raw)
-        shown_or_error = self.resolve(spec)
+        shown_or_error = self.resolve(pid, spec)
         if isinstance(shown_or_error, tuple):
             code, message, params_shown = shown_or_error
             return _error_fact(pid, spec, code, message, params_shown)
@@ -433,20 +411,25 @@ class _Collection:
                                f"run it in a mode whose permissions set {denied[0]}: true", shown)
         return _Job(probe, params, shown)
 
-    def resolve(self, spec: ProbeSpec) -> dict[str, Any] | tuple[str, str, Mapping[str, Any]]:
+    def resolve(self, pid: str, spec: ProbeSpec) -> dict[str, Any] | tuple[str, str, Mapping[str, Any]]:
         """The probe's parameters after interpolation over the facts collected so far, or
         (error code, message, parameters to record) when they cannot be resolved. `evaluate
         --facts` calls this too, to check that a snapshot was collected with these parameters."""
         raw = spec.with_
+        status = {p: (f.error.code if f.error is not None else None) for p, f in self.facts.items()}
         variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
                      "derived": {}}
+        wanted = graph_of(self.rulebook).params[pid].derived
+        if wanted:
+            self.derived = derive_for_params(self.rulebook, self.mode, self.inputs, self.facts, wanted,
+                                             known=self.derived, budget=self.budget, locations=self.locations)
+            for did in sorted(wanted):
+                if did in self.derived.errors:
+                    return ("dependency.failed", f"reads derived.{did}, which has no value: "
+                                                 f"{self.derived.errors[did]}", raw)
+            variables["derived"] = {did: self.derived.values[did] for did in wanted}
         from policyrun.functions.factstatus import fact_status
 
-        status = {pid: (f.error.code if f.error is not None else None) for pid, f in self.facts.items()}
-        with fact_status(status):
-            derived_problem = self.derive_for(raw, variables)
-        if derived_problem is not None:
-            return "dependency.failed", derived_problem, raw
         try:
             with fact_status(status):
                 shown = interpolate(raw, variables)
@@ -460,27 +443,6 @@ class _Collection:
             return ("params.missing_input", f"parameter {param!r} comes from input {name!r}, which is not set; "
                                             f"pass --set {name}=...", shown)
         return dict(shown)
-
-    def derive_for(self, raw: Mapping[str, Any], variables: dict[str, Any]) -> str | None:
-        """Compute the derived values a probe's parameters read (and what they read) from the facts
-        collected so far, into variables["derived"]; or say why one has no value."""
-        wanted: set[str] = set()
-        for expr, _ in template_exprs(raw):
-            try:
-                wanted |= set(compile_expr(expr.strip()).derived)
-            except ExprError:
-                pass
-        if not wanted:
-            return None
-        from policyrun.interpreter import EvalContext, derive_values
-
-        snapshot = FactsSnapshot.model_construct(facts=dict(self.facts))
-        ctx = EvalContext(self.rulebook, self.mode, self.inputs, snapshot, variables=variables)
-        derive_values(ctx, only=derived_closure(self.rulebook, wanted))
-        for did in sorted(wanted):
-            if did in ctx.derived_errors:
-                return f"reads derived.{did}, which has no value: {ctx.derived_errors[did]}"
-        return None
 
     def attach_schemas(self, probe: Probe, params: dict[str, Any]) -> dict[str, Any]:
         """Replace a schema parameter naming a rulebook `schemas:` entry by the entry; anchor paths."""
@@ -562,16 +524,17 @@ def _depth(value: Any, limit: int = _FACT_DEPTH + 1) -> int:
 
 def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_dir: Path,
             progress: Progress | None = None, only: set[str] | None = None,
-            rulebook_dir: Path | None = None) -> FactsSnapshot:
+            rulebook_dir: Path | None = None, locations: Mapping[str, str] | None = None) -> FactsSnapshot:
     """Collect the facts of `mode`'s probes (or of `only` and what they depend on).
 
-    `base_dir` anchors relative paths in parameters; `rulebook_dir` anchors schema file paths.
+    `base_dir` anchors relative paths in parameters; `rulebook_dir` anchors schema file paths;
+    `locations` (engine.check_locations) lets an error in a derived value name its rulebook line.
     """
     if mode not in rulebook.modes:
         raise UsageError(f"mode {mode!r} is not defined; the rulebook's modes are {', '.join(rulebook.modes)}",
                          code="C002")
     the_plan = plan(rulebook, mode, only)
-    state = _Collection(rulebook, mode, inputs, base_dir, rulebook_dir, progress or QuietProgress())
+    state = _Collection(rulebook, mode, inputs, base_dir, rulebook_dir, progress or QuietProgress(), locations)
     facts = state.run(the_plan)
     return FactsSnapshot(collected_at=utc_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))
 
@@ -602,7 +565,8 @@ def unset_input_probes(facts: FactsSnapshot, deps: Mapping[str, frozenset[str]])
     return {pid for pid, yes in unset.items() if yes}
 
 
-def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot) -> list[dict[str, str]]:
+def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
+                locations: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """Facts in a snapshot that this rulebook, mode and these inputs would not have collected:
     another probe kind, or other parameters (re-resolved from the rulebook over the snapshot's own
     facts, so a fact whose parameters read another fact is checked against that fact's value).
@@ -613,7 +577,7 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
     from policyrun.masking import redact_tree
 
     texts = secret_texts(secret_inputs(rulebook, inputs))
-    state = _Collection(rulebook, mode, inputs, Path.cwd(), None, QuietProgress())
+    state = _Collection(rulebook, mode, inputs, Path.cwd(), None, QuietProgress(), locations)
     state.facts = dict(facts.facts)
     state.values = facts.values()
     out: list[dict[str, str]] = []
@@ -626,7 +590,7 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
             out.append({"probe": pid, "reason": f"collected by probe kind {prov.kind!r}; the rulebook's probe "
                                                 f"{pid!r} uses {spec.uses!r}"})
             continue
-        resolved = state.resolve(spec)
+        resolved = state.resolve(pid, spec)
         if isinstance(resolved, tuple):
             if fact.error is None:
                 out.append({"probe": pid, "reason": f"holds a value, but its parameters cannot be resolved from "

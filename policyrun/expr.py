@@ -247,6 +247,11 @@ def refusals() -> int:
     return _refusals
 
 
+def guard_installed() -> bool:
+    """Whether expressions are being evaluated under the guard (in its evaluation child)."""
+    return _guard is not None
+
+
 def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any = None) -> Outcome:
     """Evaluate with only what the expression reads bound, or against a prepared activation
     (`make_activation`) whose conversions are shared by every expression that uses it."""
@@ -487,5 +492,16 @@ def interpolate_text(template: str, variables: Mapping[str, Any]) -> str:
         except ExprError as exc:
             parts.append(f"<?{seg.text.strip()}: {exc.message}>")
             continue
-        parts.append(render_value(outcome.value) if outcome.ok else f"<?{seg.text.strip()}: unavailable>")
+        parts.append(bounded_text(render_value(outcome.value)) if outcome.ok
+                     else f"<?{seg.text.strip()}: unavailable>")
     return "".join(parts)
+
+
+def bounded_text(text: str) -> str:
+    """Text for a message, cut at limits.MESSAGE_VALUE_CHARS: a message quoting a huge value must
+    not make the trace too large for the commands that read it."""
+    from policyrun.limits import MESSAGE_VALUE_CHARS
+
+    if len(text) <= MESSAGE_VALUE_CHARS:
+        return text
+    return f"{text[:MESSAGE_VALUE_CHARS]}… ({len(text)} characters; cut at {MESSAGE_VALUE_CHARS})"

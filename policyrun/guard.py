@@ -22,6 +22,7 @@ import select
 import signal
 import struct
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -67,26 +68,40 @@ def _current(shared: mmap.mmap) -> tuple[int, bool, str]:
     return counter, bool(inside), key
 
 
+def expression_limit() -> float:
+    """The per-expression time limit in seconds (POLICYRUN_EXPRESSION_SECONDS overrides it)."""
+    return float(os.environ.get("POLICYRUN_EXPRESSION_SECONDS", EXPRESSION_SECONDS))
+
+
 def guarded_available() -> bool:
     return hasattr(os, "fork") and os.environ.get("POLICYRUN_UNGUARDED") != "1"
 
 
-def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: int | None = None) -> T:
-    """Run `fn` (an evaluation) with the per-expression time limit and the memory limit."""
+def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: int | None = None,
+                deadline_s: float | None = None) -> T:
+    """Run `fn` (an evaluation) with the per-expression time limit and the memory limit.
+
+    `deadline_s` bounds each attempt as a whole, inside expressions or not: collection forks the
+    guarded child from a process whose other threads run probes, and a lock one of them held at
+    the fork would otherwise hang the child outside any expression, where the per-expression limit
+    does not watch. Past it the child is killed and PolicyrunError G004 raised.
+    """
     if not guarded_available():
         return fn()
-    limit_s = seconds if seconds is not None else float(os.environ.get("POLICYRUN_EXPRESSION_SECONDS",
-                                                                       EXPRESSION_SECONDS))
+    limit_s = seconds if seconds is not None else expression_limit()
     limit_mem = memory if memory is not None else int(os.environ.get("POLICYRUN_EVALUATION_MEMORY_MB", 0)) << 20 \
         or MEMORY_BYTES
     refused: dict[str, str] = {}
     for _ in range(MAX_RESTARTS + 1):
-        outcome: tuple[Any, ...] = _attempt(fn, refused, limit_s, limit_mem)
+        outcome: tuple[Any, ...] = _attempt(fn, refused, limit_s, limit_mem, deadline_s)
         if outcome[0] == "ok":
             result: T = outcome[1]
             return result
         if outcome[0] == "raise":
             raise outcome[1]
+        if outcome[0] == "deadline":
+            raise PolicyrunError(f"the guarded computation ran past its deadline of {deadline_s:g}s and was stopped",
+                                 code="G004")
         key, reason = str(outcome[1]), str(outcome[2])
         if not key or key in refused:
             raise PolicyrunError(f"the evaluation {reason} outside any expression; this is a policyrun defect, "
@@ -97,7 +112,7 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: in
 
 
 def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
-             limit_mem: int) -> tuple[str, Any] | tuple[str, str, str]:
+             limit_mem: int, deadline_s: float | None = None) -> tuple[str, Any] | tuple[str, str, str]:
     shared = mmap.mmap(-1, _HEADER.size + 4 + _KEY_BYTES)
     read_fd, write_fd = os.pipe()
     # Frozen objects are skipped by the cyclic collector, so the child's collections do not write to
@@ -105,7 +120,12 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
     gc.freeze()
     pid = -1
     try:
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns when a process with threads forks (collection's probes run on
+            # threads). The child only evaluates expressions and exits through os._exit; the
+            # deadline above covers a lock another thread held at the fork.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
     finally:
         if pid != 0:  # the parent (or a fork that failed) collects its own objects again
             gc.unfreeze()
@@ -135,7 +155,9 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
     os.close(write_fd)
     chunks: list[bytes] = []
     last_counter, since = -1, time.monotonic()
+    ends = since + deadline_s if deadline_s is not None else None
     killed_for: tuple[str, str] | None = None
+    past_deadline = False
     try:
         while True:
             ready, _, _ = select.select([read_fd], [], [], 0.05)
@@ -147,6 +169,10 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
                 continue
             counter, inside, key = _current(shared)
             now = time.monotonic()
+            if ends is not None and now > ends:
+                past_deadline = True
+                os.kill(pid, signal.SIGKILL)
+                break
             if counter != last_counter or not inside:
                 last_counter, since = counter, now
             elif now - since > limit_s:
@@ -156,6 +182,8 @@ def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
     finally:
         os.close(read_fd)
         _, wait_status = os.waitpid(pid, 0)
+    if past_deadline:
+        return ("deadline", None)
     if killed_for is not None:
         return ("limit", *killed_for)
     if chunks:

@@ -1,7 +1,8 @@
 """The gated phase interpreter: rulebook + inputs + facts in, trace out. Pure: no I/O.
 
-Before any phase, the rulebook's `derive` values are computed from the facts in dependency
-order (docs/semantics.md, "Derived values"). Then, for each phase (the full rules are in
+Before any phase, the derive stage (policyrun.derive) computes the rulebook's `derive` values from
+the facts, and marks failed the facts collected with a derived value it could not compute
+(docs/semantics.md, "Derived values"). Then, for each phase (the full rules are in
 docs/semantics.md):
 1. not in the mode, or its mode `when` is false  → SKIPPED ("outside mode M")
 2. a required earlier phase did not PASS          → SKIPPED ("gated by X=STATUS")
@@ -18,70 +19,25 @@ one, and keeps per-check cost close to the CEL runtime's own.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from policyrun.derive import Budget, derive_values
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
-from policyrun.expr import (Compiled, ExprError, compile_condition, compile_expr, evaluate, interpolate_text,
-                            is_missing, lookup, make_activation)
+from policyrun.expr import interpolate_text, make_activation
+from policyrun.expreval import CheckOutcome, EvalContext, Rec, fact_status_of
+from policyrun.expreval import record_check as _record
+from policyrun.expreval import run_check as _run_check
+from policyrun.expreval import run_value as _run_value
+from policyrun.expreval import summarise as _summarise
 from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
 from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
-Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
-
 SEVERITY = {"WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
-_MAX_READ_BYTES = 16_384  # larger values are summarised in the trace; facts_sha256 pins them
-# Roots whose value changes while phases are evaluated, so expressions reading them are bound
-# per evaluation instead of through the shared activation.
-_LIVE_ROOTS = frozenset({"phases", "violations"})
-
-
-@dataclass
-class EvalContext:
-    rulebook: Rulebook
-    mode: str
-    inputs: Mapping[str, Any]
-    facts: FactsSnapshot
-    locations: Mapping[str, str] = field(default_factory=dict)  # node key → "file:line:col"
-    variables: dict[str, Any] = field(default_factory=dict)
-    derived_errors: dict[str, str] = field(default_factory=dict)  # derived id → why it has no value
-    derived_facts: dict[str, list[str]] = field(default_factory=dict)  # derived id → probe ids behind it
-    activation: Any = None
-    waivers: Any = None  # policyrun.waivers.Waivers, with --waivers
-    # path → read record: facts, inputs, vars and derived values do not change during the phases,
-    # so a path read by many checks is looked up and summarised once.
-    read_cache: dict[str, Rec] = field(default_factory=dict)
-
-
-@dataclass
-class CheckOutcome:
-    result: str  # SATISFIED | UNSATISFIED | UNKNOWN
-    reads: list[Rec]
-    facts: list[str]
-    message: str | None
-    error: bool = False  # an evaluation error (not a missing fact): never tolerated as UNKNOWN
-    deliberate: bool = False  # the expression called unknown('why'): UNKNOWN by the rulebook's own decision
-
-
-@dataclass
-class ValueOutcome:
-    """A value expression's result (derived values, violations)."""
-
-    value: Any
-    reads: list[Rec]
-    facts: list[str]
-    message: str | None = None  # why there is no value
-    error: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.message is None
 
 
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
@@ -107,38 +63,24 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
     # cyclic collector's full passes over that snapshot would otherwise cost more than the checks.
-    with gc_paused(), fact_status(fact_status_of(facts)):
+    status = fact_status_of(facts)
+    with gc_paused(), fact_status(status):
         return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
-                         fail_on_warn, waivers)
-
-
-class fact_status_of(Mapping[str, "str | None"]):
-    """What failed()/error_code() answer: a fact's error code, None when it was collected. A view,
-    so an evaluation does not walk a large snapshot to build it."""
-
-    def __init__(self, facts: FactsSnapshot) -> None:
-        self.facts = facts.facts
-
-    def __getitem__(self, pid: str) -> str | None:
-        error = self.facts[pid].error
-        return error.code if error is not None else None
-
-    def __iter__(self) -> Any:
-        return iter(self.facts)
-
-    def __len__(self) -> int:
-        return len(self.facts)
+                         fail_on_warn, waivers, status.tainted)
 
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
-              notes: Mapping[str, Any] | None, fail_on_warn: bool, waivers: Any) -> dict[str, Any]:
-    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers)
+              notes: Mapping[str, Any] | None, fail_on_warn: bool, waivers: Any,
+              tainted: dict[str, str]) -> dict[str, Any]:
+    ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers, tainted=tainted)
     phases_var: dict[str, dict[str, Any]] = {}
-    fact_values = facts.values()
-    ctx.variables = {"facts": fact_values, "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
+    ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
                      "phases": phases_var, "derived": {}}
-    derived = derive_values(ctx)
+    derived = derive_values(ctx, budget=Budget())
+    # Facts whose probes' parameters read a derived value this evaluation could not compute were
+    # taken out of `facts` by the derive stage (ctx.tainted): no check can pass on them.
+    fact_values = ctx.variables["facts"]
     # One shared binding for every expression that does not read `phases` or `violations`: the
     # runtime converts each fact once, however many checks read it. Facts of probes the rulebook
     # does not declare are left out, so a large foreign snapshot costs nothing.
@@ -168,66 +110,6 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
         "waivers": waivers.report(rulebook) if waivers is not None else None,
         "provenance": provenance,
         **(notes or {})}
-
-
-# --- derived values ---------------------------------------------------------------------------
-
-def derive_order(rulebook: Rulebook) -> list[str]:
-    """Derived ids in dependency order (lint rejects cycles; a cycle here keeps rulebook order)."""
-    deps: dict[str, set[str]] = {}
-    for did, spec in rulebook.derive.items():
-        try:
-            deps[did] = set(compile_expr(spec.value).derived) & set(rulebook.derive)
-        except ExprError:
-            deps[did] = set()
-    order: list[str] = []
-    state: dict[str, int] = {}
-
-    def visit(did: str) -> None:
-        if state.get(did):
-            return
-        state[did] = 1
-        for dep in sorted(deps[did]):
-            if not state.get(dep):
-                visit(dep)
-        state[did] = 2
-        order.append(did)
-
-    for did in rulebook.derive:
-        visit(did)
-    return order
-
-
-def derive_values(ctx: EvalContext, only: set[str] | None = None) -> list[Rec]:
-    """Compute derived values in dependency order into ctx.variables["derived"]; one trace record
-    each. A value whose expression reads a missing fact (or a derived value without one) has no
-    value either, and its record says why."""
-    records: list[Rec] = []
-    values = ctx.variables["derived"]
-    for did in derive_order(ctx.rulebook):
-        if only is not None and did not in only:
-            continue
-        spec = ctx.rulebook.derive[did]
-        key = f"derive.{did}"
-        rec: Rec = {"id": did, "expression": spec.value, "location": ctx.locations.get(key)}
-        if spec.modes is not None and ctx.mode not in spec.modes:
-            ctx.derived_errors[did] = f"not derived in mode {ctx.mode} (its modes: {', '.join(spec.modes)})"
-            records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": True,
-                            "reads": [], "facts": []})
-            continue
-        outcome = _run_value(ctx, spec.value, key)
-        facts = sorted(set(outcome.facts) | {p for d in compile_expr(spec.value).derived
-                                             for p in ctx.derived_facts.get(d, [])})
-        ctx.derived_facts[did] = facts
-        if outcome.ok:
-            values[did] = outcome.value
-            records.append({**rec, "value": _summarise(outcome.value), "error": None, "missing": False,
-                            "reads": outcome.reads, "facts": facts})
-        else:
-            ctx.derived_errors[did] = outcome.message or "could not be computed"
-            records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": not outcome.error,
-                            "reads": outcome.reads, "facts": facts})
-    return records
 
 
 # --- mode selection ---------------------------------------------------------------------------
@@ -420,9 +302,9 @@ def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violatio
 
 
 def _render_violations(violations: list[Any]) -> str:
-    from policyrun.expr import render_value
+    from policyrun.expr import bounded_text, render_value
 
-    return "; ".join(render_value(v) for v in violations)
+    return bounded_text("; ".join(render_value(v) for v in violations))
 
 
 def _check_next(ctx: EvalContext, template: str | None) -> str | None:
@@ -454,148 +336,6 @@ def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> Mis
         return "BLOCKED"  # an evaluation error is a defect, not an evidence gap
     mode = ctx.rulebook.modes[ctx.mode]
     return on_missing_for(policy, ctx.mode, mode.on_missing)
-
-
-# --- expressions ------------------------------------------------------------------------------
-
-def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
-             ) -> tuple[Compiled | None, list[Rec], list[str], tuple[str, bool] | None]:
-    """Compile and read: (compiled, reads, fact ids, (why there is no result, is_error) or None)."""
-    try:
-        compiled = compile_condition(source) if condition else compile_expr(source)
-    except ExprError as exc:  # lint rejects these; guard so evaluation never crashes
-        return None, [], [], (f"expression error: {exc.message}", True)
-    cache = ctx.read_cache if ctx.activation is not None else {}
-    reads = []
-    for path, parts in zip(compiled.reads, compiled.read_parts):
-        rec = cache.get(path)
-        if rec is None:
-            rec = _read(ctx, path, parts)
-            if parts[0] not in _LIVE_ROOTS:
-                cache[path] = rec
-        reads.append(rec)
-    fact_ids = sorted(compiled.fact_ids() | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
-    missing = [r for r in reads if r.get("missing")]
-    # A presence test of a whole fact (`has(facts.x)`) must not turn a failed probe into false:
-    # failed(facts.x) is the way to ask. Other missing reads are decided by evaluation (below).
-    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")):
-        return compiled, reads, fact_ids, (_missing_message(missing), False)
-    return compiled, reads, fact_ids, None
-
-
-def _missing_message(missing: list[Rec]) -> str:
-    """One line per missing fact or derived value, however many of its fields are read."""
-    by_root: dict[str, str] = {}
-    for r in missing:
-        root = ".".join(r["path"].split(".")[:2])
-        by_root.setdefault(root, r.get("error") or "not collected")
-    return "missing fact " + "; ".join(f"{root}: {err}" for root, err in by_root.items())
-
-
-def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) -> Any:
-    if compiled.roots & _LIVE_ROOTS:
-        variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
-        return evaluate(compiled, variables)
-    return evaluate(compiled, ctx.variables, ctx.activation)
-
-
-def _failure(ctx: EvalContext, key: str, outcome: Any) -> tuple[str, bool]:
-    """(message, is_error) for a failed evaluation. A bound that was hit is one line naming the
-    rulebook location, never the expression itself."""
-    if outcome.kind == "missing_key":
-        return f"missing value: {outcome.error}", False
-    if outcome.kind == "unknown":
-        return outcome.error or "unknown", False
-    where = ctx.locations.get(f"{key}.check") or ctx.locations.get(key)
-    if outcome.kind in ("budget", "limit"):
-        return (f"the expression at {where} {outcome.error}" if where else f"the expression {outcome.error}"), True
-    return f"evaluation error: {outcome.error}", True
-
-
-def _run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | None = None) -> CheckOutcome:
-    compiled, reads, fact_ids, stop = _prepare(ctx, source, key, condition=True)
-    if stop is not None or compiled is None:
-        message, error = stop or ("expression error", True)
-        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error)
-    outcome = _eval(ctx, compiled, violations)
-    if not outcome.ok:
-        # Missing facts are absent from the binding, so a decision that needed one fails to
-        # evaluate: fail closed, naming the missing facts. A decision that did not need them (the
-        # other branch of ?:, a side of && or || that decided alone) stands.
-        missing = [r for r in reads if r.get("missing")]
-        if missing and outcome.kind in ("missing_key", "error"):
-            return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing))
-        message, error = _failure(ctx, key, outcome)
-        return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error, deliberate=outcome.kind == "unknown")
-    if not isinstance(outcome.value, bool):
-        return CheckOutcome("UNKNOWN", reads, fact_ids,
-                            f"evaluation error: condition produced {type(outcome.value).__name__}, not a bool",
-                            error=True)
-    return CheckOutcome("SATISFIED" if outcome.value else "UNSATISFIED", reads, fact_ids, None)
-
-
-def _run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
-    compiled, reads, fact_ids, stop = _prepare(ctx, source, key, condition=False)
-    if stop is not None or compiled is None:
-        message, error = stop or ("expression error", True)
-        return ValueOutcome(None, reads, fact_ids, message, error)
-    # Derived values are computed before the shared activation exists (it holds them).
-    outcome = evaluate(compiled, ctx.variables) if ctx.activation is None else _eval(ctx, compiled, None)
-    if not outcome.ok:
-        missing = [r for r in reads if r.get("missing")]
-        if missing and outcome.kind in ("missing_key", "error"):
-            return ValueOutcome(None, reads, fact_ids, _missing_message(missing))
-        message, error = _failure(ctx, key, outcome)
-        return ValueOutcome(None, reads, fact_ids, message, error)
-    return ValueOutcome(outcome.value, reads, fact_ids)
-
-
-def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
-    if parts[0] == "facts" and len(parts) > 1:
-        fact = ctx.facts.facts.get(parts[1])
-        if fact is None:
-            return {"path": path, "missing": True, "error": "not collected"}
-        if fact.error is not None:
-            return {"path": path, "missing": True, "error": f"{fact.error.code}: {fact.error.message}"}
-    elif parts[0] == "derived" and len(parts) > 1 and parts[1] in ctx.derived_errors:
-        return {"path": path, "missing": True, "error": ctx.derived_errors[parts[1]]}
-    elif parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:
-        return {"path": path, "missing": True, "error": "phase not evaluated yet"}
-    value = lookup(ctx.variables, parts)
-    if is_missing(value):
-        # A field absent inside a collected fact: not an error of collection, let CEL decide
-        # (`has()` and optional chaining may handle it); record that it is absent.
-        return {"path": path, "error": "absent"}
-    return {"path": path, "value": _summarise(value)}
-
-
-_CONTAINERS = (list, dict)
-
-
-def _summarise(value: Any) -> Any:
-    kind = type(value)
-    if kind is not list and kind is not dict:
-        return value
-    items = value.values() if kind is dict else value
-    if len(value) <= 64 and not any(type(v) in _CONTAINERS for v in items):
-        return value  # small and flat: cheaper to keep than to measure
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    if len(text) <= _MAX_READ_BYTES:
-        return value
-    type_name = type(value).__name__
-    size = len(value) if isinstance(value, (list, dict)) else len(text)
-    return {"truncated": True, "type": type_name, "length": size,
-            "sha256": hashlib.sha256(text.encode()).hexdigest()}
-
-
-def _record(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,
-            loc_key: str) -> Rec:
-    rec = {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
-           "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,
-           "location": ctx.locations.get(loc_key)}
-    if outcome.result == "UNKNOWN":
-        rec["unknown"] = "deliberate" if outcome.deliberate else ("error" if outcome.error else "missing")
-    return rec
 
 
 # --- after all phases -------------------------------------------------------------------------

@@ -116,3 +116,13 @@ def depth_exceeds(value: Any, limit: int) -> bool:
             nxt.extend([c for c in children if isinstance(c, (dict, list))])
         level = nxt
     return False
+
+# Derived values of one evaluation (or one collection), in sum: each expression already has its
+# own time limit (policyrun.guard) and the function library its size bounds, but a chain of
+# derived values each doubling the last stays under both while the whole grows without bound.
+DERIVED_SECONDS = 60.0  # CPU spent computing derived values, all of them together
+DERIVED_BYTES = 64 * MIB  # their values' size, counted as JSON text, all of them together
+# What one value or message may put into a trace; larger values are summarised (type, length and
+# sha256), so every trace `evaluate` writes stays within what `report`, `explain` and `verify` read.
+TRACE_VALUE_BYTES = 16_384
+MESSAGE_VALUE_CHARS = 64 * 1024  # characters one interpolated value may add to a message

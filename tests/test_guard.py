@@ -74,3 +74,18 @@ def test_memory_limit_blocks_the_expression(tmp_path: Path, monkeypatch: pytest.
     assert "memory limit of 256 MiB" in trace["phases"][0]["blocker"]
     assert trace["phases"][1]["status"] == "PASS"
     assert elapsed < 60
+
+
+def test_deadline_stops_a_child_stuck_outside_any_expression() -> None:
+    """Collection forks the guarded child from a process whose other threads run probes; a child
+    that hangs outside an expression (a lock held at the fork) is stopped by the deadline."""
+    from policyrun.errors import PolicyrunError
+    from policyrun.guard import run_guarded
+
+    def stuck() -> int:
+        time.sleep(120)
+        return 1
+
+    with pytest.raises(PolicyrunError) as err:
+        run_guarded(stuck, deadline_s=1)
+    assert err.value.code == "G004" and "deadline of 1s" in err.value.message

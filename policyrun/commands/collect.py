@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from policyrun.collect import collect, make_progress, plan, unset_input_probes
-    from policyrun.engine import load_checked
+    from policyrun.engine import check_locations, load_checked
     from policyrun.errors import terminal_text
     from policyrun.inputs import mask_snapshot, resolve_inputs, select_mode
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     only = set(args.only) or None
     facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
-                    only=only, rulebook_dir=rb.file_of(("schemas",)).parent)
+                    only=only, rulebook_dir=rb.file_of(("schemas",)).parent, locations=check_locations(rb))
     text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
         from policyrun.render.safetext import json_controls

@@ -92,7 +92,8 @@ def evaluate_expression(source: str, rulebook: Any, mode: str, inputs: dict[str,
     """The expression's value (and what it read) over `facts`, as a derived value of `rulebook`."""
     from policyrun.functions.factstatus import fact_status
     from policyrun.guard import run_guarded
-    from policyrun.interpreter import EvalContext, derive_values, fact_status_of
+    from policyrun.derive import derive_values
+    from policyrun.expreval import EvalContext, fact_status_of
     from policyrun.model import Derived
 
     compiled = compile_or_explain(source)
@@ -111,10 +112,11 @@ def evaluate_expression(source: str, rulebook: Any, mode: str, inputs: dict[str,
     model = rulebook.model_copy(update={"derive": {**rulebook.derive, EVAL_ID: spec}})
 
     def run() -> dict[str, Any]:
-        ctx = EvalContext(model, mode, inputs, facts)
+        status = fact_status_of(facts)
+        ctx = EvalContext(model, mode, inputs, facts, tainted=status.tainted)  # as evaluate computes them
         ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(model.vars), "mode": mode,
                          "phases": {}, "derived": {}}
-        with fact_status(fact_status_of(facts)):
+        with fact_status(status):
             records = derive_values(ctx)
         record = next(r for r in records if r["id"] == EVAL_ID)
         ok = record["error"] is None

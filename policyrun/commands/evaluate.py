@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from policyrun.collect import collect
 
-        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent)
+        from policyrun.engine import check_locations
+
+        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent,
+                        locations=check_locations(rb))
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
                      fail_on_warn=args.fail_on == "warn", waivers=waivers)
 
@@ -97,7 +100,9 @@ def _check_snapshot(rb: Any, mode: str, inputs: dict[str, Any], facts: Any, *, a
     replaying them would evaluate a different question than the one the trace claims to answer."""
     from policyrun.collect import stale_facts
 
-    stale = stale_facts(rb.model, mode, inputs, facts)
+    from policyrun.engine import check_locations
+
+    stale = stale_facts(rb.model, mode, inputs, facts, check_locations(rb))
     if not stale:
         return {}
     if allow:

@@ -156,9 +156,29 @@ def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
     then written together under the folder's lock, followed by manifest.json listing them."""
     from policyrun.outfiles import write_files
 
-    files = {"trace.json": trace.to_json(),
+    text = trace.to_json()
+    _check_readable(text)
+    files = {"trace.json": text,
              **render_reports(trace, formats, rulebook_templates=rulebook_templates, options=options)}
     return write_files(out_dir, files, code="U007", fix="choose another --out folder", manifest=True)
+
+
+def _check_readable(text: str) -> None:
+    """Refuse to write a trace that `report`, `explain` and `verify` would refuse to read. Values
+    are summarised (docs/security.md), so only a rulebook whose checks read very many large values
+    gets here."""
+    from policyrun import limits
+
+    if len(text) * 4 <= limits.TRACE_BYTES:
+        return  # UTF-8 takes at most 4 bytes a character: no need to encode
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.TRACE_BYTES:
+        def shown(n: int) -> str:
+            return f"{n / limits.MIB:.1f} MiB" if n >= limits.MIB else f"{n} bytes"
+
+        raise UsageError(f"the trace would be {shown(size)}, over the {shown(limits.TRACE_BYTES)} that report, explain "
+                         "and verify read; nothing was written. Split the rulebook's checks or have them read fewer "
+                         "large values", code="T006")
 
 
 def compile_template(path: Path) -> list[Finding]:
