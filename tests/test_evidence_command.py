@@ -11,14 +11,18 @@ attestation".
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from policyrun.cli import main
 from tests import afdfixtures as fx
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PLANNING = ["FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE", "PRODUCE_STAGED_PLAN"]
 
@@ -42,9 +46,12 @@ def _sets(upstream: fx.VllmRepo, evidence: Path) -> list[str]:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    """The CLI in a child process, in the working directory (probes keep per-process caches, which
+    would change the provenance other tests compare)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "policyrun", *argv], capture_output=True, text=True, env=env,
+                          timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _evaluate(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, out: Path,
