@@ -45,7 +45,7 @@ def _sets(upstream: fx.VllmRepo, evidence: Path) -> list[str]:
     return out
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+def _run(*argv: str) -> tuple[int, str, str]:
     """The CLI in a child process, in the working directory (probes keep per-process caches, which
     would change the provenance other tests compare)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -54,9 +54,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _evaluate(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, out: Path,
-              capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    _run(capsys, "evaluate", "upgrade-gpu-version", "-m", "planning-audit", *_sets(upstream, evidence),
+def _evaluate(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, out: Path) -> dict[str, Any]:
+    _run("evaluate", "upgrade-gpu-version", "-m", "planning-audit", *_sets(upstream, evidence),
          "--out", str(out), "-q")
     trace: dict[str, Any] = json.loads((out / "trace.json").read_text())
     return trace
@@ -70,14 +69,13 @@ def _derived(trace: dict[str, Any], did: str) -> Any:
     return next(d for d in trace["derived"] if d["id"] == did)["value"]
 
 
-def _skeleton(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, name: str,
-              capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
-    return _run(capsys, "evidence", "upgrade-gpu-version", "-m", "planning-audit", *_sets(upstream, evidence),
+def _skeleton(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, name: str, *extra: str) -> tuple[int, str, str]:
+    return _run("evidence", "upgrade-gpu-version", "-m", "planning-audit", *_sets(upstream, evidence),
                 "--schema", name, "--skeleton", *extra)
 
 
-def test_list_names_every_schema_its_file_and_skeleton(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "evidence", "upgrade-gpu-version")
+def test_list_names_every_schema_its_file_and_skeleton() -> None:
+    code, out, _ = _run("evidence", "upgrade-gpu-version")
     assert code == 0
     assert "architecture: Architecture gate attestation\n  file: ${inputs.evidence_dir}/architecture.yaml" in out
     assert ("  skeleton: derived.plan_skeleton (policyrun evidence upgrade-gpu-version --schema plan --skeleton)"
@@ -85,23 +83,23 @@ def test_list_names_every_schema_its_file_and_skeleton(capsys: pytest.CaptureFix
     assert "accuracy: GPU accuracy results\n  file: ${inputs.accuracy_results} (probe accuracy)" in out
 
 
-def test_schema_prints_the_rulebooks_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "evidence", "upgrade-gpu-version", "--schema", "plan")
+def test_schema_prints_the_rulebooks_json_schema() -> None:
+    code, out, _ = _run("evidence", "upgrade-gpu-version", "--schema", "plan")
     assert code == 0
     schema = json.loads(out)
     assert schema["title"] == "Staged upgrade plan" and schema["required"] == ["current_sha", "target_sha",
                                                                                "stages", "patches"]
-    code, _, err = _run(capsys, "evidence", "upgrade-gpu-version", "--schema", "archtecture")
+    code, _, err = _run("evidence", "upgrade-gpu-version", "--schema", "archtecture")
     assert code == 3 and "no evidence schema 'archtecture' (declared: architecture, plan, native_control" in err
 
 
 def test_an_unfilled_skeleton_never_passes_and_its_errors_are_the_blocker(
-        plugin: fx.PluginRepo, upstream: fx.VllmRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        plugin: fx.PluginRepo, upstream: fx.VllmRepo, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(plugin.path)
     evidence = tmp_path / "evidence"
     target = evidence / "architecture.yaml"
-    code, _, err = _skeleton(plugin, upstream, evidence, "architecture", capsys, "-o", str(target))
+    code, _, err = _skeleton(plugin, upstream, evidence, "architecture", "-o", str(target))
     assert code == 0 and f"wrote {target}" in err
     doc = yaml.safe_load(target.read_text())
     assert list(doc) == ["decision", "reviewer", "current_sha", "target_sha", "rows"]  # the schema's order
@@ -111,13 +109,13 @@ def test_an_unfilled_skeleton_never_passes_and_its_errors_are_the_blocker(
     deleted = [r for r in doc["rows"] if r["notes"].startswith(("deleted", "missing at the target"))]
     assert deleted and all(r["replacement"].startswith("TODO") for r in deleted)
 
-    code, out, _ = _run(capsys, "evidence", "upgrade-gpu-version", "--schema", "architecture", "--check", str(target))
+    code, out, _ = _run("evidence", "upgrade-gpu-version", "--schema", "architecture", "--check", str(target))
     assert code == 1
     assert f"{target}:4:11: at decision: 'TODO: continue or stop' is not one of ['continue', 'stop']" in out
     assert f"{target}:5:11: at reviewer: 'TODO: who reviewed the rows' must not match '^TODO'" in out
     assert f"problem(s) against schema `architecture`" in out
 
-    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out", capsys)
+    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out")
     gate = _phase(trace, "ARCHITECTURE_GATE")
     assert gate["status"] == "BLOCKED"
     assert gate["blocker"].startswith(f"{target} does not match its schema (")  # before: "no architecture attestation"
@@ -144,35 +142,34 @@ def _complete_plan(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_completed_skeleton_passes_the_gates_it_feeds(plugin: fx.PluginRepo, upstream: fx.VllmRepo,
-                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(plugin.path)
     evidence = tmp_path / "evidence"
     evidence.mkdir()
     for name in ("architecture", "plan"):
-        code, out, _ = _skeleton(plugin, upstream, evidence, name, capsys)  # to stdout
+        code, out, _ = _skeleton(plugin, upstream, evidence, name)  # to stdout
         assert code == 0 and out.startswith(f"# `{name}` evidence for upgrade-gpu-version (mode planning-audit)")
         complete = _complete_architecture if name == "architecture" else _complete_plan
         fx.dump_yaml(evidence / f"{name}.yaml", complete(yaml.safe_load(out)))
-        code, out, _ = _run(capsys, "evidence", "upgrade-gpu-version", "--schema", name, "--check",
+        code, out, _ = _run("evidence", "upgrade-gpu-version", "--schema", name, "--check",
                             str(evidence / f"{name}.yaml"))
         assert (code, out) == (0, f"{evidence / name}.yaml: matches schema `{name}`\n")
     plan = yaml.safe_load((evidence / "plan.yaml").read_text())
     assert sorted(p["file"] for p in plan["patches"]) == sorted(fx.PATCH_FILES)
-    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out", capsys)
+    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out")
     assert {p: _phase(trace, p)["status"] for p in PLANNING} == {p: "PASS" for p in PLANNING}, [
         _phase(trace, p)["blocker"] for p in PLANNING]
 
 
 def test_an_unfilled_plan_is_blocked_with_its_errors(plugin: fx.PluginRepo, upstream: fx.VllmRepo, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(plugin.path)
     evidence = tmp_path / "evidence"
     fx.dump_yaml(evidence / "architecture.yaml", fx.architecture_doc(upstream.current_sha, upstream.target_sha))
-    code, _, _ = _skeleton(plugin, upstream, evidence, "plan", capsys, "-o", str(evidence / "plan.yaml"))
+    code, _, _ = _skeleton(plugin, upstream, evidence, "plan", "-o", str(evidence / "plan.yaml"))
     assert code == 0
-    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out", capsys)
+    trace = _evaluate(plugin, upstream, evidence, tmp_path / "out")
     plan = _phase(trace, "PRODUCE_STAGED_PLAN")
     assert _phase(trace, "ARCHITECTURE_GATE")["status"] == "PASS"
     assert plan["status"] == "BLOCKED"
@@ -182,10 +179,10 @@ def test_an_unfilled_plan_is_blocked_with_its_errors(plugin: fx.PluginRepo, upst
 
 
 def test_no_attestation_yet_names_the_skeleton_command(plugin: fx.PluginRepo, upstream: fx.VllmRepo,
-                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(plugin.path)
-    trace = _evaluate(plugin, upstream, tmp_path / "none", tmp_path / "out", capsys)
+    trace = _evaluate(plugin, upstream, tmp_path / "none", tmp_path / "out")
     blocker = _phase(trace, "ARCHITECTURE_GATE")["blocker"]
     assert blocker.startswith("no architecture attestation")
     assert (f"`policyrun evidence upgrade-gpu-version --mode planning-audit --schema architecture --skeleton -o FILE`"
@@ -194,21 +191,32 @@ def test_no_attestation_yet_names_the_skeleton_command(plugin: fx.PluginRepo, up
 
 
 def test_an_existing_file_is_never_overwritten(plugin: fx.PluginRepo, upstream: fx.VllmRepo, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(plugin.path)
     target = tmp_path / "architecture.yaml"
     target.write_text("decision: continue\n")
-    code, _, err = _skeleton(plugin, upstream, tmp_path, "architecture", capsys, "-o", str(target))
+    code, _, err = _skeleton(plugin, upstream, tmp_path, "architecture", "-o", str(target))
     assert code == 3 and "exists; policyrun never overwrites evidence" in err
     assert target.read_text() == "decision: continue\n"
-    code, _, _ = _skeleton(plugin, upstream, tmp_path, "architecture", capsys, "-o", str(target), "--force")
+    code, _, _ = _skeleton(plugin, upstream, tmp_path, "architecture", "-o", str(target), "--force")
     assert code == 0 and "TODO" in target.read_text()
 
 
-def test_a_schema_without_a_skeleton_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(capsys, "evidence", "upgrade-gpu-version", "-m", "final-validation", "--schema",
+def test_a_schema_without_a_skeleton_says_so() -> None:
+    code, _, err = _run("evidence", "upgrade-gpu-version", "-m", "final-validation", "--schema",
                         "native_control", "--skeleton")
     assert code == 3 and "schema 'native_control' of" in err and "has no `x-policyrun-skeleton`" in err
-    code, _, err = _run(capsys, "evidence", "upgrade-gpu-version", "--check", "x.yaml")
+    code, _, err = _run("evidence", "upgrade-gpu-version", "--check", "x.yaml")
     assert code == 3 and "--check and --skeleton need --schema NAME" in err
+
+
+def test_a_skeleton_that_cannot_be_computed_names_the_missing_fact(plugin: fx.PluginRepo, upstream: fx.VllmRepo,
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(plugin.path)
+    code, out, err = _run("evidence", "upgrade-gpu-version", "-m", "planning-audit",
+                          "--set", f"vllm_src={upstream.path}", "--set", "target_ref=v9.9.9",
+                          "--schema", "architecture", "--skeleton")
+    assert (code, out) == (3, "")
+    assert "the `architecture` skeleton (derived.architecture_skeleton) cannot be computed in mode planning-audit" in err
+    assert "facts.vllm_target: git.unknown_ref: unknown revision 'v9.9.9'" in err
