@@ -69,7 +69,8 @@ def _derived(trace: dict[str, Any], did: str) -> Any:
     return next(d for d in trace["derived"] if d["id"] == did)["value"]
 
 
-def _skeleton(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, name: str, *extra: str) -> tuple[int, str, str]:
+def _skeleton(plugin: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path, name: str,
+              *extra: str) -> tuple[int, str, str]:
     return _run("evidence", "upgrade-gpu-version", "-m", "planning-audit", *_sets(upstream, evidence),
                 "--schema", name, "--skeleton", *extra)
 
@@ -174,8 +175,10 @@ def test_an_unfilled_plan_is_blocked_with_its_errors(plugin: fx.PluginRepo, upst
     assert _phase(trace, "ARCHITECTURE_GATE")["status"] == "PASS"
     assert plan["status"] == "BLOCKED"
     assert f"{evidence / 'plan.yaml'} does not match its schema (" in plan["blocker"]
-    assert "at patches[0].disposition: 'TODO: remove, delegate, port, upstream or stop' is not one of" in plan["blocker"]
-    assert "stages and" in plan["next_allowed_action"] and "patch dispositions to complete" in plan["next_allowed_action"]
+    assert ("at patches[0].disposition: 'TODO: remove, delegate, port, upstream or stop' is not one of"
+            in plan["blocker"])
+    action = plan["next_allowed_action"]
+    assert "stages and" in action and "patch dispositions to complete" in action
 
 
 def test_no_attestation_yet_names_the_skeleton_command(plugin: fx.PluginRepo, upstream: fx.VllmRepo,
@@ -218,5 +221,6 @@ def test_a_skeleton_that_cannot_be_computed_names_the_missing_fact(plugin: fx.Pl
                           "--set", f"vllm_src={upstream.path}", "--set", "target_ref=v9.9.9",
                           "--schema", "architecture", "--skeleton")
     assert (code, out) == (3, "")
-    assert "the `architecture` skeleton (derived.architecture_skeleton) cannot be computed in mode planning-audit" in err
+    assert ("the `architecture` skeleton (derived.architecture_skeleton) cannot be computed in mode "
+            "planning-audit" in err)
     assert "facts.vllm_target: git.unknown_ref: unknown revision 'v9.9.9'" in err
