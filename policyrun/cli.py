@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("policyrun.commands.verify", "re-evaluate a trace or check a signed attestation"),
     "probes": ("policyrun.commands.probes", "list probe kinds, their parameters and facts"),
     "schema": ("policyrun.commands.schema", "print the JSON Schema of rulebooks, facts or traces"),
+    "evidence": ("policyrun.commands.evidence", "print evidence schemas, write a prefilled skeleton, check a file"),
     "mcp": ("policyrun.commands.mcp", "serve policyrun to coding agents over MCP (stdio)"),
     "eval": ("policyrun.commands.eval", "print a CEL expression's value over a facts snapshot"),
     "completion": ("policyrun.commands.completion", "print a shell completion script (bash, zsh or fish)"),

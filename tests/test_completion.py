@@ -57,7 +57,7 @@ def test_bash_completes_commands_options_and_choices(tmp_path: Path, capsys: pyt
         assert proc.returncode == 0, proc.stderr
         return [line for line in proc.stdout.splitlines() if line]
 
-    assert complete("ev") == ["evaluate", "eval"]
+    assert complete("ev") == ["evaluate", "evidence", "eval"]
     assert complete("comp") == ["completion"]
     assert complete("lint", "--format", "") == ["text", "json", "sarif", "github"]
     assert "github" in complete("report", "t.json", "--format", "")
@@ -122,7 +122,7 @@ def test_fish_completes_commands_and_options(tmp_path: Path, capsys: pytest.Capt
         assert proc.returncode == 0, proc.stderr
         return [row.split("\t")[0] for row in proc.stdout.splitlines()]
 
-    assert complete("policyrun ev") == ["eval", "evaluate"]
+    assert complete("policyrun ev") == ["eval", "evaluate", "evidence"]
     assert complete("policyrun lint --format ") == ["text", "json", "sarif", "github"]
     assert complete("policyrun evaluate --mo") == ["--mode"]
 

@@ -325,10 +325,11 @@ def test_show_file_at_revision(repo: GitRepo) -> None:
     assert (binary["binary"], binary["content"], binary["size"]) == (True, None, 10)
 
 
-def test_show_missing_object(repo: GitRepo) -> None:
+def test_show_a_path_the_revision_does_not_have(repo: GitRepo) -> None:
     err = error("git.show", repo.path, rev="v1", file="data/new.txt")
-    assert err.code == "git.missing_object" and "data/new.txt" in err.message and "v1" in err.message
-    assert error("git.show", repo.path, rev="v1", file="src").code == "git.missing_object"
+    assert err.code == "file.not_found" and "data/new.txt does not exist at v1" in err.message
+    err = error("git.show", repo.path, rev="v1", file="src")
+    assert err.code == "file.not_found" and "src is a directory at v1" in err.message
     assert error("git.show", repo.path, rev="v7", file="README.md").code == "git.unknown_ref"
 
 

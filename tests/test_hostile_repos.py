@@ -337,7 +337,11 @@ def test_partial_clone_never_fetches_through_the_repositorys_remote(repo: GitRep
         clone.git("config", "remote.origin.url", "ssh://example.invalid/repo.git")
         clone.git("config", "core.sshCommand", str(prog))
     err = _error("git.show", {"path": str(clone.path), "rev": "v1", "file": "src/mod.py"}, clone.path)
-    assert err.code == "git.missing_object" and "never fetches" in err.message
+    assert err.code == "git.object_missing" and "never fetches" in err.message
+    assert err.message.startswith("src/mod.py at v1 (")
+    # A diff's line counts make git itself ask for the absent blobs (and try the remote): refused.
+    err = _error("git.diff", {"path": str(clone.path), "base": "v1", "head": "main"}, clone.path)
+    assert err.code == "git.object_missing" and " at v1 (" in err.message
     assert not marker.exists()
     _plain_git(clone.path, "cat-file", "--batch", stdin="v1:src/mod.py\n")
     assert marker.exists()

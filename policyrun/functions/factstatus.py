@@ -1,8 +1,9 @@
-"""`failed(facts.x)` and `error_code(facts.x)`: a failed probe as a value.
+"""`failed(facts.x)`, `error_code(facts.x)` and `error_message(facts.x)`: a failed probe as a value.
 
 A check that reads a failed fact is UNKNOWN (fail closed). Sometimes the failure itself is the
-fact a policy needs ("no NVML means no NVIDIA GPU"): these two functions ask whether a probe's
-fact is missing, and why, without reading it. `facts.x` inside them is rewritten by the compiler
+fact a policy needs ("no NVML means no NVIDIA GPU"), or the blocker must show why a fact is
+missing (an evidence file that does not match its schema, with every problem located): these
+functions ask whether a probe's fact is missing, and why, without reading it. `facts.x` inside them is rewritten by the compiler
 to the probe id (`failed('x')`, the canonical form; see policyrun.expr), so the argument is never
 evaluated. The interpreter installs the status of every fact of the evaluation before it runs.
 """
@@ -10,6 +11,7 @@ evaluated. The interpreter installs the status of every fact of the evaluation b
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 from contextlib import contextmanager
 
 from policyrun.functions.base import FunctionError
@@ -45,3 +47,17 @@ def failed(probe: str) -> bool:
 def error_code(probe: str) -> str | None:
     """The failed probe's error code (`not_collected` when it did not run); null when it succeeded."""
     return _status.get(_probe_id(probe), NOT_COLLECTED)
+
+
+def error_message(probe: str) -> str | None:
+    """The failed probe's error message (its code when the evaluation knows no message); null when
+    it succeeded."""
+    code = error_code(probe)
+    if code is None:
+        return None
+    # The interpreter installs a view of the snapshot (interpreter.fact_status_of), whose facts
+    # carry their errors; collection installs plain codes.
+    facts: Any = getattr(_status, "facts", None)
+    fact = facts.get(probe) if isinstance(facts, Mapping) else None
+    message = getattr(getattr(fact, "error", None), "message", None)
+    return message if isinstance(message, str) and message else code

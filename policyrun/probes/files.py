@@ -159,7 +159,7 @@ class ReadProbe:
         return ProbeResult(value=doc, sources=[str(path)])
 
 
-def _load_schema(value: Any) -> dict[str, Any]:
+def load_schema(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     path = Path(value)
@@ -171,6 +171,36 @@ def _load_schema(value: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ProbeError("attestation.bad_schema", f"schema file {path} does not hold a JSON Schema object")
     return doc
+
+
+def checked_validator(schema: dict[str, Any], shown: str) -> Any:
+    """A validator for `schema` (its own `$schema` draft, 2020-12 by default), or an error when it
+    is not a valid JSON Schema."""
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ProbeError("attestation.bad_schema", f"the schema for {shown} is not a valid JSON "
+                                                   f"Schema: {exc.message}") from None
+    return validator_cls(schema)
+
+
+def schema_problems(validator: Any, doc: Any, smap: Any, shown: str) -> list[str]:
+    """Every way `doc` breaks the schema, as `file:line:col: at node: message`, in file order."""
+    problems: list[tuple[tuple[int, int], str]] = []
+    for err in validator.iter_errors(doc):
+        loc = smap.locate(tuple(err.absolute_path)) if smap else None
+        node = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
+        message = err.message
+        if err.validator == "not" and isinstance(err.validator_value, dict) and set(err.validator_value) == {"pattern"}:
+            # jsonschema says "... should not be valid under {'pattern': '^TODO'}": say what it means.
+            message = f"{err.instance!r} must not match {err.validator_value['pattern']!r}"
+        message = message if len(message) <= 200 else message[:197] + "..."
+        problems.append(((loc.line, loc.column) if loc else (0, 0),
+                         f"{loc or shown}: {'at ' + node + ': ' if node else ''}{message}"))
+    return [text for _, text in sorted(problems)]
 
 
 class AttestationProbe:
@@ -193,28 +223,14 @@ class AttestationProbe:
         return frozenset()
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
-        import jsonschema
-
         path = ctx.resolve(params["path"])
         schema_ref = params["schema"]
-        schema = _load_schema(schema_ref if isinstance(schema_ref, dict) else ctx.resolve(schema_ref))
-        validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            validator_cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ProbeError("attestation.bad_schema", f"the schema for {params['path']} is not a valid JSON "
-                                                       f"Schema: {exc.message}") from None
+        schema = load_schema(schema_ref if isinstance(schema_ref, dict) else ctx.resolve(schema_ref))
+        validator = checked_validator(schema, params["path"])
         doc, smap, data = load_document(path, _format_of(path, params.get("format")), params["path"])
-        problems: list[tuple[tuple[int, int], str]] = []
-        for err in validator_cls(schema).iter_errors(doc):
-            loc = smap.locate(tuple(err.absolute_path)) if smap else None
-            node = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
-            message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
-            problems.append(((loc.line, loc.column) if loc else (0, 0),
-                             f"{loc or params['path']}: {'at ' + node + ': ' if node else ''}{message}"))
+        problems = schema_problems(validator, doc, smap, params["path"])
         if problems:
-            problems.sort()
-            listed = [p[1] for p in problems[:_MAX_PROBLEMS]]
+            listed = problems[:_MAX_PROBLEMS]
             more = len(problems) - len(listed)
             raise ProbeError("attestation.invalid", f"{params['path']} does not match its schema "
                                                     f"({len(problems)} problem{'s' if len(problems) > 1 else ''}): "

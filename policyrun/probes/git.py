@@ -28,6 +28,7 @@ from typing import Any
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import (ChildOutputTooLarge, ChildResult, ChildTimeout, Skipped, display_path,
                                       read_regular, run_child)
+from policyrun.probes.gitobjects import ObjectMissing, list_tree, locate_missing, object_missing, read_blobs
 
 # Environment for every git command: no optional locks (no index refresh), no prompts, English
 # messages (errors are classified by their text), no pager, no transport of any kind (an empty
@@ -134,6 +135,20 @@ def declared_filters(config_listing: bytes) -> list[str]:
     return sorted(names)
 
 
+def _partial_clone(config_listing: bytes) -> bool:
+    """Whether git would fetch an absent object lazily: `extensions.partialClone`, or any
+    `remote.<name>.promisor` set true (either makes a promisor remote)."""
+    for record in config_listing.split(b"\0"):
+        key, _, raw = record.partition(b"\n")
+        name = key.decode("utf-8", "replace").lower()
+        if name == "extensions.partialclone" and raw.strip():
+            return True
+        if name.startswith("remote.") and name.endswith(".promisor") and raw.strip().lower() in (
+                b"true", b"yes", b"on", b"1", b""):
+            return True
+    return False
+
+
 def _config_value(config_listing: bytes, wanted: str) -> str | None:
     value = None
     for record in config_listing.split(b"\0"):
@@ -157,6 +172,7 @@ class GitRepo:
     head_sha: str | None = None
     object_format: str = "sha1"
     split_index: bool = False  # reading the index would freshen .git/sharedindex.* (see run)
+    partial_clone: bool = False  # has a promisor remote: reading an absent object would fetch (gitobjects)
     commands: list[str] = field(default_factory=list)
 
     @property
@@ -231,10 +247,14 @@ def git_error(stderr: str, command: str, where: Path, commands: list[str]) -> Pr
                           "(policyrun never bypasses this check)", commands=commands)
     if "not a git repository" in stderr:
         return ProbeError("git.not_a_repository", f"{where} is not a git repository ({first})", commands=commands)
-    if "promisor remote" in stderr:
-        return ProbeError("git.missing_object", f"`{command}` needs an object this partial clone of {where} does "
-                                                "not have, and policyrun never fetches; fetch it there first "
-                                                f"(git: \"{first}\")", commands=commands)
+    absent = re.search(r"could not fetch ([0-9a-f]{40,64}) from promisor remote|unable to read ([0-9a-f]{40,64})",
+                       stderr)
+    if absent:
+        # A git before 2.44 dies on an object it may not fetch; gitobjects.locate_missing names the file.
+        return ObjectMissing(absent.group(1) or absent.group(2),
+                             f"`{command}` needs object {absent.group(1) or absent.group(2)}, which the object "
+                             f"store of {where} lacks (a partial clone, and policyrun never fetches; or a damaged "
+                             f"store); fetch it there or audit a full clone (git: \"{first}\")", commands)
     return ProbeError("git.failed", f"`{command}` failed: {first}", commands=commands)
 
 
@@ -341,6 +361,7 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     probe.env = with_config(probe.env, [(f"filter.{name}.{var}", value) for name in declared_filters(listing)
                                         for var, value in FILTER_OVERRIDES])
     probe.object_format = (_config_value(listing, "extensions.objectformat") or "sha1").lower()
+    probe.partial_clone = _partial_clone(listing)
     try:
         probe.split_index = any(n.startswith("sharedindex.") for n in os.listdir(git_dir))
     except OSError:
@@ -801,7 +822,10 @@ class DiffProbe(GitProbe):
                 raise ProbeError("git.no_merge_base", f"{params['base']} and {params['head']} have no common "
                                                       "ancestor", commands=repo.commands)
             base = bases[0]
-        proc = repo.run([*args, base, head, "--", *params.get("paths", [])])
+        try:
+            proc = repo.run([*args, base, head, "--", *params.get("paths", [])])
+        except ObjectMissing as exc:  # line counts read both sides' blobs
+            raise locate_missing(repo, exc, {base: params["base"], head: params["head"]}) from None
         files = parse_raw_numstat(proc.stdout)
         value = summarise_diff(files)
         value.update(base=params["base"], head=params["head"], base_sha=base, head_sha=head,
@@ -922,20 +946,25 @@ class ShowProbe(GitProbe):
         rev, file = params.get("rev", "HEAD"), params["file"].lstrip("/")
         (commit,) = resolve_commits(repo, [rev])
         limit = params.get("max_bytes", 1048576)
-        # --batch-check first: a blob over max_bytes (a 5 GB one) is refused without being read.
-        check = repo.run(["cat-file", "--batch-check"], stdin=f"{commit}:{file}\n".encode())
-        parts = check.stdout.decode(errors="replace").split()
-        if parts[-1] == "missing" or len(parts) != 3:
-            raise ProbeError("git.missing_object", f"{file} does not exist at {rev} ({commit[:12]}) in {repo.root}",
-                             commands=repo.commands)
-        blob, obj_type, size = parts[0], parts[1], int(parts[2])
-        if obj_type != "blob":
-            raise ProbeError("git.missing_object", f"{file} at {rev} is a {obj_type}, not a file",
-                             commands=repo.commands)
+        # The tree entry first (`ls-tree` reads no blob): a blob over max_bytes (a 5 GB one) is
+        # refused without being read, and one the object store lacks is told from no such file.
+        entries = list_tree(repo, commit, path_filter=file)
+        entry = next((e for e in entries if e.path == file), None)
+        if entry is None:
+            is_dir = any(e.path.startswith(file.rstrip("/") + "/") for e in entries)
+            raise ProbeError("file.not_found", f"{file} {'is a directory' if is_dir else 'does not exist'} at "
+                                               f"{rev} ({commit[:12]}) in {repo.root}", commands=repo.commands)
+        if entry.kind != "blob":  # a submodule's commit (a symbolic link's blob is read: its target)
+            raise ProbeError("file.not_found", f"{file} at {rev} is a submodule, not a file", commands=repo.commands)
+        if entry.size is None:
+            raise object_missing(repo, file, rev, commit, entry.oid)
+        blob, size = entry.oid, entry.size
         if size > limit:
             raise ProbeError("file.too_large", f"{file} at {rev} is {size} bytes, over max_bytes={limit}",
                              commands=repo.commands)
-        data = repo.run(["cat-file", "blob", blob]).stdout[:size]
+        if blob not in (got := read_blobs(repo, [entry])):
+            raise object_missing(repo, file, rev, commit, blob)
+        data = got[blob]
         try:
             content: str | None = data.decode("utf-8")
         except UnicodeDecodeError:

@@ -28,6 +28,7 @@ from typing import IO, Any, TypeVar
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.bounded import kill_group
 from policyrun.probes.git import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
+from policyrun.probes.gitobjects import list_tree, ls_tree_command, object_missing
 from policyrun.probes.search import PathFilter, walk_files
 
 # ast.parse warns about invalid escape sequences (a SyntaxWarning on stderr from 3.12); upstream
@@ -256,11 +257,12 @@ class SourceTree:
     repo: GitRepo | None
     paths: list[str]
     blobs: dict[str, str] = field(default_factory=dict)  # path -> blob sha, for a revision
-    sizes: dict[str, int] = field(default_factory=dict)  # path -> bytes, for a revision
+    sizes: dict[str, int | None] = field(default_factory=dict)  # path -> bytes (None: absent), for a revision
     reader: BlobReader | None = None
     deadline: float = 0.0
     timeout_s: float = 0.0
     listing: tuple[str, str, str] | None = None  # (repository, commit, prefix) of a revision's listing
+    prefix: str = ""  # the root's path in the repository, `/`-terminated (for messages)
 
     def key(self, rel: str) -> str:
         """What identifies the content: the blob sha at a revision (shared by unchanged files)."""
@@ -272,9 +274,16 @@ class SourceTree:
             raise ProbeError("probe.timeout", f"reading Python sources under {self.root} took longer than the "
                                               f"probe's {self.timeout_s:g}s; raise the probe's timeout_s")
         if self.rev_sha:
-            assert self.reader is not None
+            assert self.reader is not None and self.repo is not None
             size = self.sizes.get(rel, 0)
-            return size if size > MAX_SOURCE_BYTES else self.reader.read(self.blobs[rel])
+            if size is not None and size > MAX_SOURCE_BYTES:
+                return size
+            # An absent blob is never asked for (in a partial clone git would try to fetch it), and
+            # a file the probe needs is never taken for one that is not there.
+            data = None if size is None else self.reader.read(self.blobs[rel])
+            if data is None:
+                raise object_missing(self.repo, self.prefix + rel, self.rev, self.rev_sha, self.blobs[rel])
+            return data
         return read_regular(self.root / rel)
 
     def load(self, rel: str) -> tuple[bytes, ast.Module | ParseError] | None:
@@ -318,19 +327,18 @@ def open_tree(root_param: str, rev: str | None, ctx: ProbeContext, *, what: str 
     shown = len(repo.commands)
     paths, blobs, sizes = _remember(_LISTINGS, key, lambda: _list_revision(repo, sha, prefix))
     if len(repo.commands) == shown:  # listed by another probe: provenance still names the command
-        repo.commands.append(shlex.join(["git", "-C", str(repo.root), *_LS_TREE, sha]))
+        repo.commands.append(shlex.join(["git", "-C", str(repo.root), *ls_tree_command(repo, sha)]))
     return SourceTree(root, rev, sha, repo, paths, blobs, sizes, BlobReader(repo), deadline=deadline,
-                      timeout_s=ctx.timeout_s, listing=key)
+                      timeout_s=ctx.timeout_s, listing=key, prefix=prefix)
 
 
 # A commit's file list never changes: the probes reading one revision (imports, symbols, at two
 # revisions each) list it, and name its modules, once. Values are shared and never modified.
-_Listing = tuple[list[str], dict[str, str], dict[str, int]]
+_Listing = tuple[list[str], dict[str, str], dict[str, int | None]]
 _LISTINGS: OrderedDict[tuple[str, ...], _Listing] = OrderedDict()
 _NAMERS: OrderedDict[tuple[str, ...], ModuleNamer] = OrderedDict()
 _REMEMBER_LOCK = threading.Lock()
 _REMEMBER_MAX = 64  # revisions (or revision and source roots) per table
-_LS_TREE = ("ls-tree", "-r", "-z", "-l", "--full-tree")
 
 
 def _remember(table: OrderedDict[tuple[str, ...], T], key: tuple[str, ...], compute: Callable[[], T]) -> T:
@@ -346,16 +354,13 @@ def _remember(table: OrderedDict[tuple[str, ...], T], key: tuple[str, ...], comp
 
 
 def _list_revision(repo: GitRepo, sha: str, prefix: str) -> _Listing:
-    listing = repo.run([*_LS_TREE, sha]).stdout
     blobs: dict[str, str] = {}
-    sizes: dict[str, int] = {}
-    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
-        meta, _, path = record.partition("\t")
-        fields = meta.split()  # mode, type, object, size (`-l`)
-        if len(fields) == 4 and fields[0] in _REGULAR_BLOB and path.startswith(prefix):
-            rel = path[len(prefix):]
-            blobs[rel] = fields[2]
-            sizes[rel] = int(fields[3])
+    sizes: dict[str, int | None] = {}
+    for entry in list_tree(repo, sha):
+        if entry.mode in _REGULAR_BLOB and entry.path.startswith(prefix):
+            rel = entry.path[len(prefix):]
+            blobs[rel] = entry.oid
+            sizes[rel] = entry.size
     return sorted(blobs), blobs, sizes
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.bounded import Skipped, display_path, read_beneath
 from policyrun.probes.git import GitRepo, open_root, resolve_commits, rev_param
+from policyrun.probes.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
 from policyrun.probes.search import PathFilter
 from policyrun.probes.search import _walk as walk_entries
 
@@ -98,7 +99,7 @@ def read_tree(params: Mapping[str, Any], ctx: ProbeContext, default_include: lis
         return out
     if rev:
         (out.rev_sha,) = resolve_commits(repo, [rev])
-        out.files = _at_revision(repo, root, out.rev_sha, keep, out)
+        out.files = _at_revision(repo, root, out.rev_sha, rev, keep, out)
     else:
         _working_tree(repo, root, keep, bool(params.get("untracked")), out)
     out.commands, out.repo_path, out.repo_head = repo.commands, str(repo.root), repo.head()
@@ -135,34 +136,27 @@ def _working_tree(repo: GitRepo, root: Path, keep: PathFilter, untracked: bool, 
     _read_all(root, keep.select([p for p in names.split("\0") if p]), out)
 
 
-def _at_revision(repo: GitRepo, root: Path, sha: str, keep: PathFilter, out_tree: TreeFiles) -> list[tuple[str, str]]:
-    # Run in `root`: ls-tree then lists that subtree, with paths relative to it.
-    listing = repo.run(["ls-tree", "-r", "-z", sha], cwd=root).stdout.decode("utf-8", "surrogateescape")
-    wanted: list[tuple[str, str]] = []  # (path, blob sha)
-    records = [record.partition("\t") for record in listing.split("\0") if record]
-    for i in keep.kept([path for _, _, path in records]):
-        meta, _, path = records[i]
-        mode, kind, blob = meta.split()
-        if kind == "blob" and mode != "120000":
-            wanted.append((path, blob))
+def _at_revision(repo: GitRepo, root: Path, sha: str, rev: str, keep: PathFilter,
+                 out_tree: TreeFiles) -> list[tuple[str, str]]:
+    # Listed in `root`: that subtree, with paths relative to it.
+    entries = list_tree(repo, sha, cwd=root)
+    wanted: list[TreeEntry] = []
+    for i in keep.kept([e.path for e in entries]):
+        entry = entries[i]
+        if entry.regular:
+            wanted.append(entry)
         else:  # symlinks and submodules are not sources
-            out_tree.skipped.append({"path": path, "reason": "symlink" if mode == "120000" else "submodule",
+            out_tree.skipped.append({"path": entry.path, "reason": "symlink" if entry.kind == "blob" else "submodule",
                                      "size": None})
-    if not wanted:
-        return []
-    out = repo.run(["cat-file", "--batch"], stdin="".join(f"{blob}\n" for _, blob in wanted).encode()).stdout
-    by_blob: dict[str, str | None] = {}
-    pos = 0
-    for _, blob in wanted:
-        header_end = out.index(b"\n", pos)
-        size = int(out[pos:header_end].split()[2])
-        by_blob[blob] = _text(out[header_end + 1:header_end + 1 + size]) if size <= MAX_FILE_BYTES else None
-        pos = header_end + 1 + size + 1
+    blobs = read_blobs(repo, [e for e in wanted if (e.size or 0) <= MAX_FILE_BYTES])
     files = []
-    for path, blob in sorted(wanted):
-        text = by_blob[blob]
+    for entry in sorted(wanted, key=lambda e: e.path):
+        if entry.size is None or (entry.size <= MAX_FILE_BYTES and entry.oid not in blobs):
+            raise object_missing(repo, entry.path, rev, sha, entry.oid)
+        text = _text(blobs[entry.oid]) if entry.size <= MAX_FILE_BYTES else None
         if text is None:
-            out_tree.skipped.append({"path": path, "reason": "binary or too_large", "size": None})
+            out_tree.skipped.append({"path": entry.path, "reason": "binary" if entry.size <= MAX_FILE_BYTES
+                                     else "too_large", "size": entry.size})
         else:
-            files.append((path, text))
+            files.append((entry.path, text))
     return files

@@ -27,6 +27,7 @@ from policyrun.globs import GlobError, gitignore_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import Skipped, display_path, read_beneath
 from policyrun.probes.git import GitRepo, open_root, resolve_commits, rev_param
+from policyrun.probes.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
 from policyrun.probes.linescan import LineScan, Span, raw_spans
 
 MAX_TEXT = 500  # a hit keeps at most this many characters of its line (minified files)
@@ -330,7 +331,7 @@ class SearchProbe:
         rev_sha = None
         if repo is not None and rev:
             (rev_sha,) = resolve_commits(repo, [rev])
-            _search_revision(repo, root, rev_sha, keep, matcher, summary, limit, deadline)
+            _search_revision(repo, root, rev, rev_sha, keep, matcher, summary, limit, deadline)
         else:
             if repo is None:
                 listing: list[tuple[bytes, str | None]] = _walk(root)
@@ -391,36 +392,32 @@ def _search_disk(root: Path, listing: list[tuple[bytes, str | None]], keep: Path
         os.close(root_fd)
 
 
-def _search_revision(repo: GitRepo, root: Path, rev_sha: str, keep: PathFilter, matcher: Matcher,
+def _search_revision(repo: GitRepo, root: Path, rev: str, rev_sha: str, keep: PathFilter, matcher: Matcher,
                      summary: Summary, limit: int, deadline: float) -> None:
-    # ls-tree run in `root` lists that subtree, with paths relative to it; -l adds blob sizes, so a
-    # blob over the limit is never read.
-    listing = repo.run(["ls-tree", "-r", "-z", "-l", rev_sha], cwd=root).stdout
-    wanted: list[tuple[str, str]] = []
-    records = [record.partition(b"\t") for record in listing.split(b"\0") if record]
-    for i in keep.kept([raw for _, _, raw in records]):
-        meta, _, raw = records[i]
-        mode, kind, oid, blob_size = meta.decode("ascii", "replace").split()
-        path = display_path(raw)
-        if mode == "120000":
+    # Listed in `root`: that subtree, with paths relative to it, and blob sizes, so a blob over
+    # the limit is never read (nor is a blob the object store lacks, unless it is searched).
+    entries = list_tree(repo, rev_sha, cwd=root)
+    wanted: list[TreeEntry] = []
+    for i in keep.kept([e.path for e in entries]):
+        entry = entries[i]
+        path = display_path(entry.path)
+        if entry.kind == "blob" and not entry.regular:
             summary.skip(path, "symlink")
-        elif kind != "blob":
+        elif entry.kind != "blob":
             summary.skip(path, "submodule")
-        elif int(blob_size) > limit:
-            summary.skip(path, "too_large", int(blob_size))
+        elif entry.size is None:
+            raise object_missing(repo, path, rev, rev_sha, entry.oid)
+        elif entry.size > limit:
+            summary.skip(path, "too_large", entry.size)
         else:
-            wanted.append((path, oid))
-    if not wanted:
-        return
-    out = repo.run(["cat-file", "--batch"], stdin="".join(f"{oid}\n" for _, oid in wanted).encode()).stdout
-    pos = 0
-    for path, _ in wanted:
+            wanted.append(entry)
+    blobs = read_blobs(repo, wanted)
+    for entry in wanted:
         if time.monotonic() > deadline:
             raise repo.timeout(repo.commands[-1])
-        header_end = out.index(b"\n", pos)
-        size = int(out[pos:header_end].split()[2])
-        summary.scan(path, out[header_end + 1:header_end + 1 + size], matcher)
-        pos = header_end + 1 + size + 1
+        if entry.oid not in blobs:
+            raise object_missing(repo, display_path(entry.path), rev, rev_sha, entry.oid)
+        summary.scan(display_path(entry.path), blobs[entry.oid], matcher)
 
 
 PROBES: list[Any] = [SearchProbe("search.regex", literal=False), SearchProbe("search.literal", literal=True)]
