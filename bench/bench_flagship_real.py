@@ -11,7 +11,11 @@ modules its imports resolve to at both revisions, tomllib over pyproject.toml an
 README and docs read, and `pip check` in the target interpreter. It keeps no provenance, checks
 nothing and writes no trace.
 
-    python bench/bench_flagship_real.py [--runs 5]
+    python bench/bench_flagship_real.py [--runs 5] [--against DIR]
+
+`--against DIR` also times another checkout of policyrun (an earlier commit, say `git worktree add
+--detach ../base <sha>`) in the same alternation, and prints this checkout's time as a ratio of
+that one's: how much a change slowed or sped the audit.
 """
 
 from __future__ import annotations
@@ -101,10 +105,11 @@ def raw_planning(afd: Path, vllm: Path) -> int:
     return len(needed)
 
 
-def policyrun_planning(afd: Path, vllm: Path, out: Path) -> dict:
+def policyrun_planning(afd: Path, vllm: Path, out: Path, checkout: Path = ROOT) -> dict:
+    env = {**ENV, "PYTHONPATH": str(checkout)}  # this checkout's package, whatever is installed
     proc = subprocess.run([sys.executable, "-m", "policyrun", "evaluate", "upgrade-gpu-version", "--mode",
                            "planning-audit", "--set", f"vllm_src={vllm}", "--set", "target_ref=v0.27.0",
-                           "--out", str(out), "-q"], cwd=afd, capture_output=True, text=True, env=ENV)
+                           "--out", str(out), "-q"], cwd=afd, capture_output=True, text=True, env=env)
     if proc.returncode not in (0, 2):
         raise SystemExit(f"policyrun failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads((out / "trace.json").read_text())
@@ -113,6 +118,7 @@ def policyrun_planning(afd: Path, vllm: Path, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--against", type=Path, help="another policyrun checkout to time in the same runs")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -122,7 +128,9 @@ def main() -> None:
         git(base / "vllm", "fetch", "-q", "--tags")
         trace = policyrun_planning(base / "afd", base / "vllm", base / "out")  # warm the page cache
         raw_planning(base / "afd", base / "vllm")
-        ours, raw = [], []
+        ours, raw, other = [], [], []
+        if args.against:
+            other_trace = policyrun_planning(base / "afd", base / "vllm", base / "out-against", args.against)
         for i in range(args.runs):  # alternate, so machine noise hits both sides alike
             t = time.perf_counter()
             trace = policyrun_planning(base / "afd", base / "vllm", base / f"out{i}")
@@ -130,6 +138,10 @@ def main() -> None:
             t = time.perf_counter()
             deps = raw_planning(base / "afd", base / "vllm")
             raw.append(time.perf_counter() - t)
+            if args.against:
+                t = time.perf_counter()
+                other_trace = policyrun_planning(base / "afd", base / "vllm", base / f"against{i}", args.against)
+                other.append(time.perf_counter() - t)
     statuses = {p["phase"]: p["status"] for p in trace["phases"] if p["status"] != "SKIPPED"}
     impact = next(d for d in trace["derived"] if d["id"] == "impact_matrix")
     print(f"planning-audit on the real corpus, {args.runs} alternating runs (medians)")
@@ -138,7 +150,13 @@ def main() -> None:
           f"upstream files parsed by the raw baseline: {deps}")
     print(f"  policyrun evaluate (collect + evaluate, fresh process): {statistics.median(ours):6.2f} s   target < 10 s")
     print(f"  raw git + ast baseline:                                  {statistics.median(raw):6.2f} s")
-    print(f"  ratio: {statistics.median(ours) / statistics.median(raw):.2f}x   target <= 1.5x")
+    print(f"  ratio: {statistics.median(ours) / statistics.median(raw):.2f}x   target <= 1.5x "
+          f"(min {min(ours) / min(raw):.2f}x, max {max(ours) / max(raw):.2f}x)")
+    if args.against:
+        same = {p["phase"]: p["status"] for p in other_trace["phases"] if p["status"] != "SKIPPED"} == statuses
+        print(f"  {args.against} (same statuses: {same}): {statistics.median(other):6.2f} s; this checkout / that one: "
+              f"{statistics.median(ours) / statistics.median(other):.2f}x (min {min(ours) / min(other):.2f}x, "
+              f"max {max(ours) / max(other):.2f}x)")
 
 
 if __name__ == "__main__":
