@@ -344,3 +344,44 @@ def test_stack_snapshots_keeps_facts_only_earlier_files_have() -> None:
 
     stacked = stack_snapshots([("a", snap(x=1, y=2)), ("b", snap(y=3)), ("c", snap(z=4))])
     assert {k: f.value for k, f in stacked.items()} == {"x": 1, "y": 3, "z": 4}
+
+
+def test_lint_checks_a_test_file_as_a_test_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, lint read a test file as a rulebook: one S001 "this file is not a rulebook" at 1:1."""
+    suite = _suite(tmp_path, """\
+policyrun_test: 1
+rulebook: tiny.yaml
+facts_files: [missing.json]
+cases:
+  - name: typos
+    mode: cl
+    inputs: {nope: 1}
+    facts: {biuld: {ok: true}}
+    expect:
+      phases: {BIULD: PASS}
+      checks: {BUILD.bulit: SATISFIED}
+""")
+    assert main(["lint", str(suite)]) == 1
+    out = capsys.readouterr().out
+    name = str(suite)
+    assert f"{name}:3:15: K003 no snapshot file 'missing.json'" in out
+    assert f"{name}:6:11: K002 case 'typos': no mode 'cl' in rulebook 'tiny'" in out
+    assert f"{name}:7:14: K002 case 'typos': no input 'nope' in rulebook 'tiny'" in out
+    assert f"{name}:8:13: K002 case 'typos': the rulebook has no probe 'biuld', so this fact is never read; " \
+           "did you mean 'build'?" in out
+    assert f"{name}:10:16: K002 case 'typos': expects phase 'BIULD', which the rulebook does not have; did you mean 'BUILD'?" in out
+    assert f"{name}:11:16: K002 case 'typos': phase BUILD has no check 'bulit'; did you mean 'built'?" in out
+    assert "not a rulebook" not in out
+
+
+def test_lint_of_a_test_file_reports_schema_errors_and_a_missing_rulebook(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = _suite(tmp_path, "policyrun_test: 1\nrulebook: tiny.yaml\ncases:\n  - {name: a, mode: ci, expct: {}}\n")
+    assert main(["lint", str(suite)]) == 1
+    assert "S002" in capsys.readouterr().out
+    suite.write_text("policyrun_test: 1\nrulebook: ./gone.yaml\ncases: []\n")
+    assert main(["lint", str(suite)]) == 1
+    out = capsys.readouterr().out
+    assert f"{suite}:2:11: K001 the rulebook './gone.yaml' cannot be loaded" in out
+    _suite(tmp_path, PASSING)
+    assert main(["lint", str(tmp_path / "tiny.test.yaml")]) == 0
