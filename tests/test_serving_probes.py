@@ -461,3 +461,46 @@ def test_probes_command_lists_the_new_kinds() -> None:
                          text=True, check=True).stdout
     assert out.startswith("python.index  Versions a package index offers")
     assert "packages.<key>.latest (string|null)" in out and "side effects: network" in out
+
+
+# --- the documented deployment gate -----------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "probes-serving.md"
+
+
+def test_documented_deployment_gate_lints_and_runs(tmp_path: Path, server: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from policyrun.lint import findings_for
+    from policyrun.rulebook import load_rulebook
+
+    base, routes, _ = server
+    port = int(base.rsplit(":", 1)[1])
+    rb = tmp_path / "gate.yaml"
+    rb.write_text(re.search(r"```yaml\n(policyrun: 1\n.*?)```", DOCS.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    assert [f for f in findings_for(load_rulebook(rb)) if f.severity == "error"] == []
+    exe = _fake_docker(tmp_path)
+    inspect = tmp_path / "docker-data" / "inspect.json"
+    inspect.write_text(inspect.read_text().replace('"HostPort":"8000"', f'"HostPort":"{port}"'))
+    monkeypatch.setenv("PATH", f"{exe.parent}:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    model = ["--set", "model=Qwen/Qwen2.5-7B-Instruct"]
+
+    free = _free_port()
+    args = ["evaluate", str(rb), *model, "--set", f"port={free}", "--set", "min_free_gib=0.001", "-q"]
+    assert main([*args, "--mode", "before-start", "--out", "pre"]) == 0
+    # The server's port is taken: the gate before start fails on it, naming why.
+    assert main(["evaluate", str(rb), *model, "--set", f"port={port}", "--set", "min_free_gib=0.001", "-q",
+                 "--mode", "before-start", "--out", "busy"]) == 1
+    trace = json.loads((tmp_path / "busy" / "trace.json").read_text())
+    assert trace["phases"][0]["blocker"] == f"port {port}: address in use"
+
+    routes["/health"] = lambda h: (200, {}, b"")
+    routes["/v1/models"] = _json(200, {"object": "list", "data": [{"id": "Qwen/Qwen2.5-7B-Instruct"}]})
+    after = ["evaluate", str(rb), "--set", f"port={port}", "--mode", "after-start", "-q"]
+    assert main([*after, *model, "--out", "up"]) == 0
+    assert main([*after, "--set", "model=other", "--out", "wrong"]) == 1
+    trace = json.loads((tmp_path / "wrong" / "trace.json").read_text())
+    serving = next(p for p in trace["phases"] if p["phase"] == "SERVING")
+    assert (serving["status"], serving["blocker"]) == ("FAIL", "the server does not serve other")
