@@ -504,3 +504,33 @@ def test_documented_deployment_gate_lints_and_runs(tmp_path: Path, server: Any,
     trace = json.loads((tmp_path / "wrong" / "trace.json").read_text())
     serving = next(p for p in trace["phases"] if p["phase"] == "SERVING")
     assert (serving["status"], serving["blocker"]) == ("FAIL", "the server does not serve other")
+
+
+def test_lint_checks_fact_paths_of_the_new_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb = tmp_path / "rb.yaml"
+    rb.write_text("""\
+policyrun: 1
+name: paths
+modes: {m: {phases: [P], permissions: {network: true}}}
+probes:
+  health: {uses: http, with: {url: "http://127.0.0.1:8000/health"}}
+  idx: {uses: python.index, with: {packages: [vllm]}}
+  engine: {uses: docker}
+  disk: {uses: system.disk, with: {paths: ["."]}}
+  ports: {uses: net.ports, with: {ports: [8000]}}
+phases:
+  - id: P
+    evidence:
+      - {id: a, check: "facts.health.staus == 200"}
+      - {id: b, check: "facts.idx.packages.vllm.lastest == '1'"}
+      - {id: c, check: "facts.engine.containers.exists(c, c.gpu)"}
+      - {id: d, check: "facts.disk.paths['.'].free_gib > 1.0"}
+      - {id: e, check: "facts.ports.ports.all(p, p.bindable) && facts.health.body.json.anything == 1"}
+""")
+    assert main(["lint", str(rb)]) == 1
+    out = capsys.readouterr().out
+    assert "L028 facts.health has no field 'staus'; did you mean 'status'?" in out
+    assert "lastest" in out and "did you mean 'latest'?" in out
+    assert "did you mean 'gpus'?" in out
+    assert "free_gib" in out
+    assert out.count("L028") == 4  # body.json is any JSON: its fields are not checked
