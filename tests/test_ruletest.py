@@ -369,7 +369,8 @@ cases:
     assert f"{name}:7:14: K002 case 'typos': no input 'nope' in rulebook 'tiny'" in out
     assert f"{name}:8:13: K002 case 'typos': the rulebook has no probe 'biuld', so this fact is never read; " \
            "did you mean 'build'?" in out
-    assert f"{name}:10:16: K002 case 'typos': expects phase 'BIULD', which the rulebook does not have; did you mean 'BUILD'?" in out
+    assert f"{name}:10:16: K002 case 'typos': expects phase 'BIULD', which the rulebook does not have; " \
+           "did you mean 'BUILD'?" in out
     assert f"{name}:11:16: K002 case 'typos': phase BUILD has no check 'bulit'; did you mean 'built'?" in out
     assert "not a rulebook" not in out
 

@@ -478,7 +478,9 @@ def test_documented_deployment_gate_lints_and_runs(tmp_path: Path, server: Any,
     base, routes, _ = server
     port = int(base.rsplit(":", 1)[1])
     rb = tmp_path / "gate.yaml"
-    rb.write_text(re.search(r"```yaml\n(policyrun: 1\n.*?)```", DOCS.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    block = re.search(r"```yaml\n(policyrun: 1\n.*?)```", DOCS.read_text(), re.S)
+    assert block is not None
+    rb.write_text(block.group(1))
     assert [f for f in findings_for(load_rulebook(rb)) if f.severity == "error"] == []
     exe = _fake_docker(tmp_path)
     inspect = tmp_path / "docker-data" / "inspect.json"

@@ -20,7 +20,8 @@ def json_(text: str) -> Any:
     try:
         data = _parse(text)
     except UsageError as exc:
-        where = f"line {exc.location.line}, column {exc.location.column}: " if exc.location and exc.location.line else ""
+        loc = exc.location
+        where = f"line {loc.line}, column {loc.column}: " if loc is not None and loc.line else ""
         fail(f"json: {where}{exc.message}")
     _check_ints(data)
     return data
