@@ -12,12 +12,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from email.message import Message
+from functools import cache
 from typing import Any
 
 from policyrun.probes.base import ProbeError
@@ -56,24 +54,37 @@ class Response:
     redirects: list[str] = field(default_factory=list)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-        return None  # urllib then raises HTTPError with the 3xx response, which `fetch` follows itself
+@cache
+def _no_redirect() -> Any:
+    # urllib.request (with http.client and ssl) is imported on first use: the registry, which
+    # `policyrun lint` loads, imports this module, and lint must stay fast.
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+            return None  # urllib then raises HTTPError with the 3xx response, which `fetch` follows itself
+
+    return NoRedirect
 
 
-def _opener(network: bool) -> urllib.request.OpenerDirector:
+def _opener(network: bool) -> Any:
+    import urllib.request
+
     proxies = urllib.request.ProxyHandler() if network else urllib.request.ProxyHandler({})
-    return urllib.request.build_opener(proxies, _NoRedirect())
+    return urllib.request.build_opener(proxies, _no_redirect()())
 
 
-def _content_type(headers: Message) -> str:
+def _content_type(headers: Any) -> str:
     return (headers.get_content_type() or "").lower() if headers.get("Content-Type") else ""
 
 
 def fetch(url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None, data: bytes | None = None,
           timeout_s: float, max_bytes: int, network: bool, code: str) -> Response:
     """One request (and its redirects) within `timeout_s` overall; raises ProbeError(`code`.…) for a
-    redirect it may not follow, and OSError/URLError for a connection that failed."""
+    redirect it may not follow, and OSError (urllib's URLError is one) for a connection that failed."""
+    import urllib.error
+    import urllib.request
+
     deadline = time.monotonic() + timeout_s
     opener = _opener(network)
     redirects: list[str] = []
@@ -124,7 +135,7 @@ def _set_timeout(resp: Any, seconds: float) -> None:
 
 def failure_text(exc: BaseException) -> str:
     """A connection failure in words (`connection refused`, `timed out`), not urllib's repr."""
-    reason: Any = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    reason: Any = getattr(exc, "reason", exc)  # urllib's URLError wraps the socket error
     if isinstance(reason, socket.timeout) or isinstance(reason, TimeoutError):
         return "timed out"
     if isinstance(reason, ConnectionRefusedError):

@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.error
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from html.parser import HTMLParser
 from typing import Any
-
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
-                             parse_wheel_filename)
-from packaging.version import InvalidVersion, Version
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.httpfetch import check_url, failure_text, fetch
@@ -104,6 +99,9 @@ class _Anchors(HTMLParser):
 
 
 def _file_version(filename: str) -> str | None:
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+    from packaging.version import InvalidVersion
+
     try:
         if filename.endswith(".whl"):
             return str(parse_wheel_filename(filename)[1])
@@ -115,6 +113,8 @@ def _file_version(filename: str) -> str | None:
 
 
 def _sorted(versions: Iterable[str]) -> list[str]:
+    from packaging.version import Version
+
     return sorted(set(versions), key=Version)
 
 
@@ -134,6 +134,8 @@ def summarise(name: str, url: str, api: str, files: Sequence[Mapping[str, Any]])
         rp = f.get("requires-python")
         if isinstance(rp, str) and rp.strip() and version not in requires:
             requires[version] = rp.strip()
+    from packaging.version import Version
+
     versions = _sorted(live)
     finals = [v for v in versions if not Version(v).is_prerelease]
     return {"name": name, "url": url, "api": api, "versions": versions, "yanked": _sorted(seen - live),
@@ -170,6 +172,8 @@ class PythonIndexProbe:
         return frozenset({"network"})
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        from packaging.utils import canonicalize_name
+
         root = index_url(params, {**os.environ, **ctx.env})
         check_url(root, "python.index.bad_url")
         deadline = time.monotonic() + ctx.timeout_s
@@ -187,7 +191,7 @@ class PythonIndexProbe:
             try:
                 resp = fetch(url, headers={"Accept": ACCEPT}, timeout_s=left, max_bytes=max_bytes, network=True,
                              code="python.index")
-            except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            except OSError as exc:  # URLError and TimeoutError are OSErrors
                 raise ProbeError("python.index.unreachable", f"GET {url}: {failure_text(exc)}",
                                  commands=commands) from None
             if resp.status == 404:

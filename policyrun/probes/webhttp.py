@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 from collections.abc import Mapping
 from typing import Any
 
@@ -149,7 +148,7 @@ class HttpProbe:
             try:
                 resp = fetch(url, method=method, headers=headers, data=data, timeout_s=max(min(per_try, left), 0.001),
                              max_bytes=max_body, network=_network(params), code="http")
-            except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            except OSError as exc:  # URLError and TimeoutError are OSErrors
                 resp, last_error = None, failure_text(exc)
             waited = time.monotonic() - start
             again = resp is None or resp.status in retry
