@@ -536,3 +536,9 @@ phases:
     assert "did you mean 'gpus'?" in out
     assert "free_gib" in out
     assert out.count("L028") == 4  # body.json is any JSON: its fields are not checked
+
+
+def test_http_never_writes_a_password_in_the_url(tmp_path: Path) -> None:
+    err = _error(HttpProbe(), tmp_path, {"url": f"http://user:s3cretpassword@127.0.0.1:{_free_port()}/x"})
+    assert "s3cret" not in err.message and "user:***@127.0.0.1" in err.message
+    assert all("s3cret" not in c for c in err.commands)

@@ -135,16 +135,19 @@ class HttpProbe:
         if data is not None and method != "POST":
             raise ProbeError("http.bad_params", f"a request body needs method: POST (got {method})")
         max_body = int(params.get("max_body_bytes", DEFAULT_MAX_BODY))
-        # The probe's own budget bounds everything: no wait outlives the collection timeout.
+        # The probe's own budget bounds everything: no wait outlives the collection timeout, and
+        # the last attempt ends a little before it, so its answer (or why none) is the fact.
         start = time.monotonic()
-        budget = min(float(params.get("wait_s", 0)), ctx.timeout_s)
-        per_try = min(float(params.get("timeout_s", 10)), ctx.timeout_s)
+        limit = ctx.timeout_s * 0.95
+        budget = min(float(params.get("wait_s", 0)), limit)
+        per_try = min(float(params.get("timeout_s", 10)), limit)
         retry = {int(s) for s in params.get("retry_statuses", (502, 503, 504))}
         attempts, last_error = 0, ""
-        command = f"{method} {url}"
+        shown = masking.shown(url)  # a password in the URL (user:pass@host) is never written
+        command = f"{method} {shown}"
         while True:
             attempts += 1
-            left = ctx.timeout_s - (time.monotonic() - start)
+            left = limit - (time.monotonic() - start)
             try:
                 resp = fetch(url, method=method, headers=headers, data=data, timeout_s=max(min(per_try, left), 0.001),
                              max_bytes=max_body, network=_network(params), code="http")
@@ -156,17 +159,17 @@ class HttpProbe:
                 break
             time.sleep(float(params.get("interval_s", 1)))
         if resp is None:
-            raise ProbeError("http.unreachable", f"{method} {url}: {last_error} (after {attempts} attempt"
+            raise ProbeError("http.unreachable", f"{method} {shown}: {last_error} (after {attempts} attempt"
                                                  f"{'' if attempts == 1 else 's'}"
                                                  f"{f' over {budget:g}s' if budget else ''})", commands=[command])
         text = resp.body.decode("utf-8", "replace")
         parsed, json_error = body_json(text, resp.content_type, resp.truncated)
-        value = {"url": url, "final_url": resp.url, "status": resp.status, "reason": resp.reason,
+        value = {"url": shown, "final_url": masking.shown(resp.url), "status": resp.status, "reason": resp.reason,
                  "ok": 200 <= resp.status < 300, "headers": _headers(resp), "content_type": resp.content_type,
                  "body": {"text": text, "bytes": len(resp.body), "truncated": resp.truncated, "json": parsed,
                           "json_error": json_error},
-                 "attempts": attempts, "redirects": resp.redirects}
-        return ProbeResult(value=value, commands=[command], sources=[resp.url])
+                 "attempts": attempts, "redirects": [masking.shown(r) for r in resp.redirects]}
+        return ProbeResult(value=value, commands=[command], sources=[value["final_url"]])
 
 
 PROBES = [HttpProbe()]
