@@ -164,12 +164,13 @@ class HttpProbe:
                                                  f"{f' over {budget:g}s' if budget else ''})", commands=[command])
         text = resp.body.decode("utf-8", "replace")
         parsed, json_error = body_json(text, resp.content_type, resp.truncated)
-        value = {"url": shown, "final_url": masking.shown(resp.url), "status": resp.status, "reason": resp.reason,
+        final_url = masking.shown(resp.url)
+        value = {"url": shown, "final_url": final_url, "status": resp.status, "reason": resp.reason,
                  "ok": 200 <= resp.status < 300, "headers": _headers(resp), "content_type": resp.content_type,
                  "body": {"text": text, "bytes": len(resp.body), "truncated": resp.truncated, "json": parsed,
                           "json_error": json_error},
                  "attempts": attempts, "redirects": [masking.shown(r) for r in resp.redirects]}
-        return ProbeResult(value=value, commands=[command], sources=[value["final_url"]])
+        return ProbeResult(value=value, commands=[command], sources=[final_url])
 
 
 PROBES = [HttpProbe()]
