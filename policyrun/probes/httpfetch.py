@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from policyrun import masking
 from policyrun.probes.base import ProbeError
 
 MAX_REDIRECTS = 5
@@ -103,16 +104,18 @@ def fetch(url: str, *, method: str = "GET", headers: Mapping[str, str] | None = 
             location = hdrs.get("Location")
             if status in _REDIRECTS and location:
                 target = urllib.parse.urljoin(url, location)
+                # A redirect target may be a signed URL (a token in its query): shown masked.
+                here, there = masking.shown(url), masking.shown(target)
                 if urllib.parse.urlsplit(target).scheme not in ("http", "https"):
-                    raise ProbeError(f"{code}.redirect_refused", f"{url} redirects to {target!r}, which is not "
+                    raise ProbeError(f"{code}.redirect_refused", f"{here} redirects to {there!r}, which is not "
                                                                  "http or https; not followed")
                 if not network and not is_loopback(target):
                     raise ProbeError(f"{code}.redirect_refused",
-                                     f"{url} redirects to {target}, off this machine, and the probe may not reach "
+                                     f"{here} redirects to {there}, off this machine, and the probe may not reach "
                                      "the network; grant `network` in the mode and set `network: true` on the "
                                      "probe to follow it, or request the final URL")
                 if len(redirects) >= MAX_REDIRECTS:
-                    raise ProbeError(f"{code}.redirect_refused", f"{url}: more than {MAX_REDIRECTS} redirects")
+                    raise ProbeError(f"{code}.redirect_refused", f"{here}: more than {MAX_REDIRECTS} redirects")
                 redirects.append(target)
                 if status == 303 or (status in (301, 302) and method == "POST"):
                     method, data = "GET", None  # what browsers and curl do
