@@ -542,3 +542,23 @@ def test_http_never_writes_a_password_in_the_url(tmp_path: Path) -> None:
     err = _error(HttpProbe(), tmp_path, {"url": f"http://user:s3cretpassword@127.0.0.1:{_free_port()}/x"})
     assert "s3cret" not in err.message and "user:***@127.0.0.1" in err.message
     assert all("s3cret" not in c for c in err.commands)
+
+
+def test_python_index_credentials_go_to_their_host_only_and_are_never_written(tmp_path: Path, server: Any) -> None:
+    import base64
+
+    base, routes, seen = server
+    port = base.rsplit(":", 1)[1]
+    routes["/simple/vllm/"] = _json(200, PEP691, "application/vnd.pypi.simple.v1+json")
+    # A redirect to another host name (localhost is not 127.0.0.1 to a client): the token stays behind.
+    routes["/simple/flash-attn/"] = lambda h: (302, {"Location": f"http://localhost:{port}/cdn/flash-attn/"}, b"")
+    routes["/cdn/flash-attn/"] = lambda h: (200, {"Content-Type": "text/html"}, PEP503.encode())
+    index = f"http://__token__:pypi-s3cretvalue@127.0.0.1:{port}/simple/"
+    result = PythonIndexProbe().run({"packages": ["vllm", "flash-attn"], "index_url": index},
+                                    ProbeContext(base_dir=tmp_path, timeout_s=30))
+    expected = "Basic " + base64.b64encode(b"__token__:pypi-s3cretvalue").decode()
+    assert seen[0][2]["authorization"] == expected and seen[1][2]["authorization"] == expected
+    assert seen[2][1] == "/cdn/flash-attn/" and "authorization" not in seen[2][2]
+    assert result.value["packages"]["flash-attn"]["latest"] == "2.7.0.post2"
+    written = json.dumps([result.value, result.commands, result.sources])
+    assert "s3cret" not in written and "__token__:***@127.0.0.1" in written

@@ -37,6 +37,21 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """`https://user:token@host/...` as the URL without its user part and a Basic Authorization
+    header (urllib itself cannot use credentials written in a URL, as pip's index URLs hold them)."""
+    import base64
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    netloc = parts.netloc.rpartition("@")[2]
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), {"Authorization": f"Basic {token}"}
+
+
 def check_url(url: str, code: str) -> None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -117,6 +132,9 @@ def fetch(url: str, *, method: str = "GET", headers: Mapping[str, str] | None = 
                 if len(redirects) >= MAX_REDIRECTS:
                     raise ProbeError(f"{code}.redirect_refused", f"{here}: more than {MAX_REDIRECTS} redirects")
                 redirects.append(target)
+                if urllib.parse.urlsplit(target).netloc != urllib.parse.urlsplit(url).netloc:
+                    # Credentials are for the host they were given for (as curl does): not sent on.
+                    headers = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
                 if status == 303 or (status in (301, 302) and method == "POST"):
                     method, data = "GET", None  # what browsers and curl do
                 url = target

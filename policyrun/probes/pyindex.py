@@ -19,7 +19,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.httpfetch import check_url, failure_text, fetch
+from policyrun import masking
+from policyrun.probes.httpfetch import check_url, failure_text, fetch, split_credentials
 from policyrun.probes.webhttp import body_json
 
 PYPI = "https://pypi.org/simple/"
@@ -174,8 +175,12 @@ class PythonIndexProbe:
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         from packaging.utils import canonicalize_name
 
-        root = index_url(params, {**os.environ, **ctx.env})
-        check_url(root, "python.index.bad_url")
+        configured = index_url(params, {**os.environ, **ctx.env})
+        check_url(configured, "python.index.bad_url")
+        # A private index's URL often carries a token (https://user:token@host/simple): it is sent
+        # as a header to that host only, and every URL written is masked.
+        root, auth = split_credentials(configured)
+        shown_root = masking.shown(configured)
         deadline = time.monotonic() + ctx.timeout_s
         max_bytes = int(params.get("max_page_bytes", DEFAULT_MAX_PAGE))
         packages: dict[str, Any] = {}
@@ -183,27 +188,28 @@ class PythonIndexProbe:
         commands: list[str] = []
         for given in params["packages"]:
             url = urllib.parse.urljoin(root, f"{canonicalize_name(str(given))}/")
-            commands.append(f"GET {url}")
+            commands.append(f"GET {masking.shown(url)}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ProbeError("python.index.timeout", f"no time left for {url} within {ctx.timeout_s:g}s",
+                raise ProbeError("python.index.timeout", f"no time left for {masking.shown(url)} within {ctx.timeout_s:g}s",
                                  commands=commands)
             try:
-                resp = fetch(url, headers={"Accept": ACCEPT}, timeout_s=left, max_bytes=max_bytes, network=True,
+                resp = fetch(url, headers={"Accept": ACCEPT, **auth}, timeout_s=left, max_bytes=max_bytes, network=True,
                              code="python.index")
             except OSError as exc:  # URLError and TimeoutError are OSErrors
-                raise ProbeError("python.index.unreachable", f"GET {url}: {failure_text(exc)}",
+                raise ProbeError("python.index.unreachable", f"GET {masking.shown(url)}: {failure_text(exc)}",
                                  commands=commands) from None
             if resp.status == 404:
                 missing.append(str(given))
                 continue
             if resp.status != 200:
-                raise ProbeError("python.index.http_error", f"GET {url}: {resp.status} {resp.reason}".rstrip(),
+                raise ProbeError("python.index.http_error",
+                                 f"GET {masking.shown(url)}: {resp.status} {resp.reason}".rstrip(),
                                  commands=commands)
-            packages[str(given)] = parse_page(str(canonicalize_name(str(given))), resp.url, resp.body,
+            packages[str(given)] = parse_page(str(canonicalize_name(str(given))), masking.shown(resp.url), resp.body,
                                               resp.content_type, resp.truncated)
-        return ProbeResult(value={"index_url": root, "packages": packages, "missing": missing},
-                           commands=commands, sources=[root])
+        return ProbeResult(value={"index_url": shown_root, "packages": packages, "missing": missing},
+                           commands=commands, sources=[shown_root])
 
 
 PROBES = [PythonIndexProbe()]
