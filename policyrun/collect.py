@@ -601,12 +601,40 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
         # A snapshot is written with secret inputs masked (inputs.mask_snapshot): compare masked.
         resolved = redact_tree(resolved, texts, exact=texts)
         if _canonical(redact_tree(prov.params, texts, exact=texts)) != _canonical(resolved):
-            changed = sorted(k for k in set(prov.params) | set(resolved)
-                             if _canonical(prov.params.get(k)) != _canonical(resolved.get(k)))
-            shown = ", ".join(f"{k}: collected {_short(prov.params.get(k))}, expected {_short(resolved.get(k))}"
-                              for k in changed[:3])
+            diffs = _param_differences(_without_nulls(prov.params), _without_nulls(resolved), "")
+            shown = ", ".join(diffs[:3]) + (f", and {len(diffs) - 3} more" if len(diffs) > 3 else "")
             out.append({"probe": pid, "reason": f"collected with other parameters ({shown})"})
     return out
+
+
+_ABSENT_PARAM = object()
+
+
+def _param_differences(collected: Any, expected: Any, path: str) -> list[str]:
+    """Where two parameter values differ, down to the innermost key or item (`paths[2]`,
+    `headers.Accept`), so a long list or nested map shows what changed, not two cut-off texts."""
+    if _canonical(collected) == _canonical(expected):
+        return []
+    if isinstance(collected, dict) and isinstance(expected, dict):
+        return [d for k in sorted(set(collected) | set(expected), key=str)
+                for d in _param_differences(collected.get(k, _ABSENT_PARAM), expected.get(k, _ABSENT_PARAM),
+                                            f"{path}.{k}" if path else str(k))]
+    if isinstance(collected, list) and isinstance(expected, list):
+        if len(collected) == len(expected):
+            return [d for i, (a, b) in enumerate(zip(collected, expected))
+                    for d in _param_differences(a, b, f"{path}[{i}]")]
+        have, want = {_canonical(v) for v in collected}, {_canonical(v) for v in expected}
+        added = [_short(v) for v in expected if _canonical(v) not in have][:3]
+        dropped = [_short(v) for v in collected if _canonical(v) not in want][:3]
+        detail = "; ".join(part for part in (f"expected adds {', '.join(added)}" if added else "",
+                                             f"expected lacks {', '.join(dropped)}" if dropped else "") if part)
+        return [f"{path}: collected {len(collected)} items, expected {len(expected)}"
+                + (f" ({detail})" if detail else "")]
+    return [f"{path}: collected {_shown_param(collected)}, expected {_shown_param(expected)}"]
+
+
+def _shown_param(value: Any) -> str:
+    return "nothing" if value is _ABSENT_PARAM else _short(value)
 
 
 def _canonical(value: Any) -> str:

@@ -114,7 +114,10 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
             if parts[0] not in _LIVE_ROOTS:
                 cache[path] = rec
         reads.append(rec)
-    fact_ids = sorted(compiled.fact_ids() | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
+    # A probe asked about with failed()/error_code() backs the check too: its provenance (and error)
+    # is what the answer rests on, so the trace keeps it and `explain` can show it.
+    fact_ids = sorted(compiled.fact_ids() | compiled.fact_status
+                      | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     missing = [r for r in reads if r.get("missing")]
     # A presence test of a whole fact (`has(facts.x)`) must not turn a failed probe into false:
     # failed(facts.x) is the way to ask. Other missing reads are decided by evaluation (below).

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,8 @@ def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
             except ValueError:
                 raise bad("an integer") from None
         raise bad("an integer")
+    if spec.type == "number":
+        return _number(value, from_text, bad)
     if spec.type == "bool":
         if isinstance(value, bool):
             return value
@@ -151,6 +154,29 @@ def coerce(name: str, spec: InputSpec, value: Any, *, from_text: bool) -> Any:
                 return parsed
         return [v.strip() for v in text.split(",") if v.strip()] if text else []
     raise bad("a list")
+
+
+def _number(value: Any, from_text: bool, bad: Callable[[str], UsageError]) -> float:
+    """A `number` input is a CEL double whatever was written (`50` binds 50.0), so arithmetic with
+    it never mixes int and double, which CEL refuses ("no matching overload")."""
+    expected = "a finite number"
+    if isinstance(value, bool):
+        raise bad(expected)
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond a double's range
+            raise bad(expected) from None
+    elif from_text and isinstance(value, str) and len(value.strip()) <= limits.NUMBER_CHARS:
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise bad(expected) from None
+    else:
+        raise bad(expected)
+    if not math.isfinite(number):  # NaN compares false with everything: a check could pass on it
+        raise bad(expected)
+    return number
 
 
 def parse_sets(sets: Iterable[str]) -> dict[str, str]:

@@ -21,6 +21,10 @@ def lint_file(path: Path) -> list[Finding]:
     cached = lintcache.lookup(path)
     if cached is not None:
         return cached
+    from policyrun.suitelint import is_test_file, lint_suite
+
+    if is_test_file(path):
+        return lint_suite(path)  # not cached: the findings depend on the rulebook and snapshots it names
     if _is_waivers_file(path):
         from policyrun.waivers import lint_waivers
 

@@ -143,6 +143,15 @@ _TABLE = [
     _c("W003", "warning", "Waiver has expired",
        "An expired waiver no longer applies. Fix what it waived, or renew it with a new `expires` date and "
        "reason."),
+    _c("K001", "error", "Test file names a rulebook that cannot be loaded",
+       "A test file's `rulebook:` is a path relative to the test file, or a shipped name. Fix the path, or the "
+       "rulebook (`policyrun lint` on it lists its errors)."),
+    _c("K002", "error", "Test case names something the rulebook does not have",
+       "A case's mode, inputs, facts, or expected phases and checks must exist in the rulebook it tests. Use the "
+       "suggested name, or remove the entry."),
+    _c("K003", "error", "Test file names a file that is missing or unreadable",
+       "Snapshot (`facts_files`) and `waivers` paths are relative to the test file. Fix the path, or write the "
+       "snapshot again with `policyrun collect`."),
     _c("R001", "error", "Report template does not compile",
        "Fix the Jinja2 syntax at the template line (or the unknown filter or test)."),
     _c("R002", "error", "Report template is missing",

@@ -30,7 +30,7 @@ StopStatus = Literal["FAIL", "BLOCKED", "STOPPED"]
 # What a check whose facts are missing becomes: UNKNOWN is tolerated (an evidence gap that is
 # recorded but does not stop PASS); the other values decide the phase status.
 MissingPolicy = Literal["UNKNOWN", "WARN", "FAIL", "BLOCKED", "STOPPED"]
-InputType = Literal["string", "path", "int", "bool", "list", "enum"]
+InputType = Literal["string", "path", "int", "number", "bool", "list", "enum"]
 Gating = Literal["sequential", "independent"]
 
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]

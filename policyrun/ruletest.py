@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from policyrun.errors import RulebookError, UsageError
-from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts, merge_facts
+from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts
 from policyrun.model import Status
 from policyrun.locate import resolve_ref
 from policyrun.rulebook import LoadedRulebook, validation_findings
@@ -57,7 +57,9 @@ class Case(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
     facts: dict[str, Any] = Field(default_factory=dict,
                                   description="Inline facts by probe id; `{__error__: code}` for a failed probe.")
-    facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file.")
+    facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file, "
+                                                                     "stacked after the suite's: a later file's "
+                                                                     "fact replaces an earlier one's.")
     waivers: str | None = Field(default=None, description="A waivers file, relative to the test file.")
     as_of: date | None = Field(default=None, description="The date waivers are checked against (required with "
                                                          "`waivers`, so the case does not change with the calendar).")
@@ -75,7 +77,9 @@ class Suite(BaseModel):
 
     policyrun_test: Literal[1] = 1
     rulebook: str = Field(description="A rulebook path relative to this file (`./x`, `x.yaml`), or a shipped name.")
-    facts_files: list[str] = Field(default_factory=list, description="Snapshots shared by every case.")
+    facts_files: list[str] = Field(default_factory=list, description="Snapshots shared by every case, stacked in "
+                                                                     "order (a later file's fact replaces an "
+                                                                     "earlier one's).")
     cases: list[Case]
 
 
@@ -188,6 +192,17 @@ def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
     return FactsSnapshot(facts=out)
 
 
+def stack_snapshots(snapshots: list[tuple[str, FactsSnapshot]]) -> dict[str, Fact]:
+    """The facts of snapshot files stacked in order: the suite's `facts_files`, then the case's,
+    each fact of a later file replacing the whole fact of the same probe id in an earlier one. A
+    case thus starts from a shared baseline and names the file that changes one fact, where
+    `merge_facts` (for `evaluate --facts A --facts B`) refuses two versions of one fact."""
+    stacked: dict[str, Fact] = {}
+    for _, snap in snapshots:
+        stacked.update(snap.facts)
+    return stacked
+
+
 @dataclass
 class Selection:
     """Which cases run (`policyrun test -k`), and how many were left out."""
@@ -227,7 +242,7 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
             snapshots = [snapshot(f) for f in [*suite.facts_files, *case.facts_files]]
             inline = _inline_facts(case.facts)
             # Inline facts override snapshot facts of the same id: a case states what differs.
-            merged = merge_facts(snapshots).facts if snapshots else {}
+            merged = stack_snapshots(snapshots)
             facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)

@@ -287,3 +287,16 @@ def _probes_output() -> str:
     with contextlib.redirect_stdout(out):
         assert main(["probes"]) == 0
     return out.getvalue()
+
+
+@pytest.mark.parametrize(("given", "shown"), [("many", "'many'"), ("nan", "'nan'"), ("inf", "'inf'"),
+                                              ("true", "'true'")])
+def test_a_number_input_must_be_a_finite_number(given: str, shown: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    rb = tmp_path / "rb.yaml"
+    rb.write_text("policyrun: 1\nname: n\ninputs:\n  gib: {type: number, required: true}\nmodes: {m: {phases: [A]}}\n"
+                  "phases:\n  - {id: A, evidence: [{id: e, check: 'inputs.gib > 1.5'}]}\n")
+    assert run("evaluate", str(rb), "--set", f"gib={given}", "--out", str(tmp_path / "o")) == 3
+    assert f"input 'gib' must be a finite number, got {shown}" in capsys.readouterr().err
+    assert run("evaluate", str(rb), "--set", "gib=2", "--out", str(tmp_path / "p")) == 0
+    assert json.loads((tmp_path / "p" / "trace.json").read_text())["inputs"] == {"gib": 2.0}

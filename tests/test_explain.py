@@ -70,3 +70,35 @@ def test_explain_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     (tmp_path / "bad.json").write_text('{"not": "a trace"}')
     assert main(["explain", str(tmp_path / "bad.json")]) == 3
     assert "T003" in capsys.readouterr().err
+
+
+def test_explain_lists_probes_read_only_through_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, a probe a check only asked failed() about was in neither its reads nor the trace's
+    provenance: explain showed nothing of why `failed(facts.smi)` was true."""
+    import json
+
+    rb = tmp_path / "rb.yaml"
+    rb.write_text("""\
+policyrun: 1
+name: asks
+modes: {m: {phases: [P]}}
+probes:
+  cfg: {uses: const, with: {value: {gpus: 0}}}
+  smi: {uses: command, with: {argv: [nvidia-smi]}}
+phases:
+  - id: P
+    evidence:
+      - {id: cpu_only, check: "failed(facts.smi) ? facts.cfg.gpus == 0 : true"}
+      - {id: code, check: "error_code(facts.smi) != null"}
+""")
+    assert main(["evaluate", str(rb), "-q", "--out", str(tmp_path / "o")]) == 0
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    assert trace["provenance"]["smi"]["error"]["code"] == "refused.permission"
+    assert trace["phases"][0]["evidence"][1]["facts"] == ["smi"]
+    capsys.readouterr()
+    assert main(["explain", str(tmp_path / "o" / "trace.json")]) == 0
+    out = capsys.readouterr().out
+    assert "probes read only through failed()/error_code(): smi — failed (refused.permission)\n" in out
+    assert out.count("asked only whether smi failed, never read: failed (refused.permission)") == 2
+    assert "asked only whether cfg" not in out and "from cfg (const)" in out
+    assert "error: refused.permission: needs permission 'exec'" in out

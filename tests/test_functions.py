@@ -497,3 +497,81 @@ def test_python_exception_text_never_reaches_the_user() -> None:
         _guarded(fn)([{}], "k")
     assert str(info.value) == ("broken: internal error (KeyError); this is a policyrun defect, please report it "
                                "with the expression")
+
+
+# --- version parts, requirements, names, json ------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "parts"), [("2", [2, 0, 0]), ("v0.26.3rc1+cu128", [0, 26, 3]),
+                                             ("1!4.5.6.7", [4, 5, 6]), ("2025.10", [2025, 10, 0])])
+def test_version_parts_read_the_release_segment(text: str, parts: list[int]) -> None:
+    assert value(f"['{text}'.version_major(), '{text}'.version_minor(), '{text}'.version_patch()]") == parts
+
+
+def test_version_parts_refuse_what_is_not_a_version() -> None:
+    assert error("'latest'.version_minor()").startswith("version_minor: 'latest' is not a PEP 440 version")
+
+
+def test_requirement_parses_pep_508() -> None:
+    assert value("'flash_attn @ https://x.org/f.whl'.requirement()") == {
+        "name": "flash_attn", "normalized_name": "flash-attn", "specifier": "", "extras": [], "marker": None,
+        "url": "https://x.org/f.whl"}
+    # Two spellings of one specifier set compare equal: the clauses are sorted.
+    assert value("'a<2,>=1'.requirement().specifier == 'a>=1,<2'.requirement().specifier") is True
+    assert value("'A[z,b]'.requirement().extras") == ["b", "z"]
+
+
+def test_requirement_errors_name_the_text_and_the_item() -> None:
+    assert error("'vllm >= '.requirement()").startswith("requirement: 'vllm >= ' is not a PEP 508 requirement")
+    assert error("['ok', 'bad req'].requirements()").startswith(
+        "requirements: item 1, 'bad req' is not a PEP 508 requirement")
+    assert error("['ok', 3].requirements()") == (
+        "requirements: item 1 is an int (3); expected a list of requirement strings")
+
+
+@pytest.mark.parametrize(("name", "normal"), [("Flash_Attn", "flash-attn"), ("zope.interface", "zope-interface"),
+                                              ("a-_.b", "a-b"), ("vllm", "vllm")])
+def test_normalize_name_is_pep_503(name: str, normal: str) -> None:
+    assert value(f"'{name}'.normalize_name()") == normal
+
+
+def test_json_reads_a_document() -> None:
+    assert value("json(facts.r.body).models.map(m, m.id)", r={"body": '{"models": [{"id": "a"}, {"id": "b"}]}'}) \
+        == ["a", "b"]
+    assert value("json('3') + 1") == 4
+    assert value("json('null') == null") is True
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[1, NaN]', "json: line 1, column 5: NaN at 1: numbers must be finite"),
+    ('[1e400]', "json: line 1, column 2: 1e400 at 0 overflows to Infinity"),
+    ('{"a": 1, "a": 2}', "json: line 1, column 10: duplicate key 'a'"),
+    ('[' + '9' * 101 + ']', "json: line 1, column 2: a number of 101 characters at 0"),
+    ('[99999999999999999999999]', "json: the integer 99999999999999999999999 does not fit in 64 bits"),
+    ('{"a": ', "json: line 1, column 7: the text is not valid JSON"),
+    ('[' * 200 + ']' * 200, "json: line 1, column 129: the text nests deeper than 128 levels"),
+])
+def test_json_holds_text_to_the_facts_file_bounds(text: str, message: str) -> None:
+    assert error("json(facts.t.s)", t={"s": text}).startswith(message)
+
+
+# --- CEL's own functions, as docs/functions.md lists them ------------------------------------------
+
+def _builtin_rows() -> list[tuple[str, str]]:
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## CEL's own functions"):text.index("## Notes on the CEL binding")]
+    return re.findall(r"^\| `(.+)` \| `(.+)` \|$", section, flags=re.M)
+
+
+def test_the_documented_builtin_examples_are_many() -> None:
+    rows = dict(_builtin_rows())
+    for name in ("[?", ".?", "orValue", "hasValue", "lowerAscii", "upperAscii", "trim", "split", "join", "charAt",
+                 "indexOf", "lastIndexOf", "replace", "substring", "reverse", "format", "strings.quote",
+                 "math.greatest", "math.least"):
+        assert any(name in expr for expr in rows), name
+
+
+@pytest.mark.parametrize(("expr", "shown"), _builtin_rows())
+def test_every_documented_builtin_example_gives_its_result(expr: str, shown: str) -> None:
+    from policyrun.functions.base import literal
+
+    assert literal(value(expr)) == shown

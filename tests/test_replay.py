@@ -115,3 +115,28 @@ def test_allow_stale_facts_is_recorded(setup: tuple[Path, Path], tmp_path: Path)
     assert _evaluate(rb, facts, tmp_path / "o", "--set", "repo=/x", "--allow-stale-facts") == 0
     trace = json.loads((tmp_path / "o" / "trace.json").read_text())
     assert [s["probe"] for s in trace["stale_facts"]] == ["diff", "log"]
+
+
+def test_stale_facts_show_where_nested_parameters_differ(tmp_path: Path) -> None:
+    """F005 names the item or key that changed; before, a long list was two cut-off texts."""
+    from policyrun.collect import stale_facts
+    from policyrun.facts import Fact, FactsSnapshot, Provenance
+    from policyrun.model import Rulebook
+
+    names = [f"package-number-{i}" for i in range(12)]
+    rb = Rulebook.model_validate({
+        "policyrun": 1, "name": "t", "inputs": {"extra": {"type": "string", "default": "torch"}},
+        "modes": {"m": {"phases": ["P"]}}, "phases": [{"id": "P"}],
+        "probes": {"p": {"uses": "const", "with": {"value": {"names": [*names, "${inputs.extra}"],
+                                                             "opts": {"a": 1, "b": "x"}}}}}})
+
+    def snapshot(value: dict[str, object]) -> FactsSnapshot:
+        prov = Provenance(probe="p", kind="const", params={"value": value})
+        return FactsSnapshot(facts={"p": Fact(value=value, provenance=prov)})
+
+    [stale] = stale_facts(rb, "m", {"extra": "torch"}, snapshot({"names": [*names, "vllm"], "opts": {"a": 2}}))
+    assert stale["reason"] == ('collected with other parameters (value.names[12]: collected "vllm", expected "torch", '
+                               'value.opts.a: collected 2, expected 1, value.opts.b: collected nothing, expected "x")')
+    [stale] = stale_facts(rb, "m", {"extra": "torch"}, snapshot({"names": names, "opts": {"a": 1, "b": "x"}}))
+    assert stale["reason"] == ('collected with other parameters (value.names: collected 12 items, expected 13 '
+                               '(expected adds "torch"))')

@@ -294,3 +294,95 @@ def test_the_k_examples_in_the_docs_select_cases(capsys: pytest.CaptureFixture[s
     assert main(["test", "rulebooks", "-k", "final and not lessons"]) == 0
     summary = re.search(r"`(\d+ passed, 0 failed, \d+ deselected by -k); \.\.\.` for the", text)
     assert summary is not None and summary.group(1) in capsys.readouterr().out
+
+
+def _snapshot(path: Path, facts: dict[str, object]) -> None:
+    import json
+
+    path.write_text(json.dumps({"policyrun_facts": 1, "facts": {
+        pid: {"value": value, "provenance": {"probe": pid, "kind": "const"}} for pid, value in facts.items()}}))
+
+
+def test_snapshot_files_stack_a_later_fact_replaces_an_earlier_one(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A shared baseline plus a file that changes one fact: before, two versions of `build` were
+    refused (F004, "pass only one of them") and the case could not run."""
+    _snapshot(tmp_path / "base.json", {"build": {"ok": True, "warnings": 0}})
+    _snapshot(tmp_path / "broken.json", {"build": {"ok": False, "warnings": 2}})
+    _snapshot(tmp_path / "noisy.json", {"build": {"ok": True, "warnings": 5}})
+    _suite(tmp_path, """\
+policyrun_test: 1
+rulebook: tiny.yaml
+facts_files: [base.json]
+cases:
+  - {name: baseline, mode: ci, expect: {phases: {BUILD: PASS}}}
+  - name: broken on top of the baseline
+    mode: ci
+    facts_files: [broken.json]
+    expect: {phases: {BUILD: FAIL}, messages: {BUILD.quiet: "2 warnings"}}
+  - name: the last file wins
+    mode: ci
+    facts_files: [broken.json, noisy.json]
+    expect: {phases: {BUILD: WARN}, messages: {BUILD.quiet: "5 warnings"}}
+  - name: inline facts still win over every file
+    mode: ci
+    facts_files: [noisy.json]
+    facts: {build: {ok: true, warnings: 0}}
+    expect: {phases: {BUILD: PASS}, checks: {BUILD.quiet: SATISFIED}}
+""")
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
+    assert "4 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_stack_snapshots_keeps_facts_only_earlier_files_have() -> None:
+    from policyrun.facts import Fact, FactsSnapshot, Provenance
+    from policyrun.ruletest import stack_snapshots
+
+    def snap(**values: object) -> FactsSnapshot:
+        return FactsSnapshot(facts={k: Fact(value=v, provenance=Provenance(probe=k, kind="const"))
+                                    for k, v in values.items()})
+
+    stacked = stack_snapshots([("a", snap(x=1, y=2)), ("b", snap(y=3)), ("c", snap(z=4))])
+    assert {k: f.value for k, f in stacked.items()} == {"x": 1, "y": 3, "z": 4}
+
+
+def test_lint_checks_a_test_file_as_a_test_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, lint read a test file as a rulebook: one S001 "this file is not a rulebook" at 1:1."""
+    suite = _suite(tmp_path, """\
+policyrun_test: 1
+rulebook: tiny.yaml
+facts_files: [missing.json]
+cases:
+  - name: typos
+    mode: cl
+    inputs: {nope: 1}
+    facts: {biuld: {ok: true}}
+    expect:
+      phases: {BIULD: PASS}
+      checks: {BUILD.bulit: SATISFIED}
+""")
+    assert main(["lint", str(suite)]) == 1
+    out = capsys.readouterr().out
+    name = str(suite)
+    assert f"{name}:3:15: K003 no snapshot file 'missing.json'" in out
+    assert f"{name}:6:11: K002 case 'typos': no mode 'cl' in rulebook 'tiny'" in out
+    assert f"{name}:7:14: K002 case 'typos': no input 'nope' in rulebook 'tiny'" in out
+    assert f"{name}:8:13: K002 case 'typos': the rulebook has no probe 'biuld', so this fact is never read; " \
+           "did you mean 'build'?" in out
+    assert f"{name}:10:16: K002 case 'typos': expects phase 'BIULD', which the rulebook does not have; " \
+           "did you mean 'BUILD'?" in out
+    assert f"{name}:11:16: K002 case 'typos': phase BUILD has no check 'bulit'; did you mean 'built'?" in out
+    assert "not a rulebook" not in out
+
+
+def test_lint_of_a_test_file_reports_schema_errors_and_a_missing_rulebook(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = _suite(tmp_path, "policyrun_test: 1\nrulebook: tiny.yaml\ncases:\n  - {name: a, mode: ci, expct: {}}\n")
+    assert main(["lint", str(suite)]) == 1
+    assert "S002" in capsys.readouterr().out
+    suite.write_text("policyrun_test: 1\nrulebook: ./gone.yaml\ncases: []\n")
+    assert main(["lint", str(suite)]) == 1
+    out = capsys.readouterr().out
+    assert f"{suite}:2:11: K001 the rulebook './gone.yaml' cannot be loaded" in out
+    _suite(tmp_path, PASSING)
+    assert main(["lint", str(tmp_path / "tiny.test.yaml")]) == 0

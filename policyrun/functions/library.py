@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.functions import factstatus, lists, paths, regex, rows, versions
+from policyrun.functions import factstatus, jsontext, lists, packages, paths, regex, rows, versions
 from policyrun.functions.base import UNKNOWN_MARKER, FunctionError, check_bounds, fail
 
 # CEL type names an overload may use. A parameter is never "dyn": the binding's dispatcher never
@@ -53,6 +53,8 @@ _LISTS = "Lists"
 _MAPS = "Maps"
 _PATHS = "Paths"
 _VERSIONS = "Versions"
+_PACKAGES = "Python packages"
+_TEXT = "Text"
 _REGEX = "Regular expressions"
 _CONTROL = "Undecidable results"
 
@@ -208,6 +210,40 @@ LIBRARY: tuple[Function, ...] = (
              "Pre-releases inside the range match (the version is a fact, not a candidate to install); "
              "an empty spec matches every version.",
              "O(len)", "'0.26.0+cu128'.version_matches('>=0.26,<0.27')", True, _VERSIONS),
+
+    Function("version_major", (sig("version: string -> int", member=True),), versions.version_major,
+             "The first number of the release segment (`v2.1.3` → 2). An invalid version is an error naming it.",
+             "O(len)", "'v0.26.3rc1'.version_major()", 0, _VERSIONS),
+    Function("version_minor", (sig("version: string -> int", member=True),), versions.version_minor,
+             "The second number of the release segment, 0 when the version has none (`2` is `2.0.0` in PEP 440).",
+             "O(len)", "'0.26.3rc1'.version_minor()", 26, _VERSIONS),
+    Function("version_patch", (sig("version: string -> int", member=True),), versions.version_patch,
+             "The third number of the release segment, 0 when the version has none: with the two above, "
+             "\"the latest patch of the current major\" is a filter over an index's versions.",
+             "O(len)", "['0.26.1', '0.27.0', '0.26.4'].filter(v, v.version_minor() == 26)"
+                       ".map(v, v.version_patch()).max()", 4, _VERSIONS),
+
+    Function("requirement", (sig("text: string -> map", member=True),), packages.requirement,
+             "A PEP 508 requirement as a map: `name` as written, `normalized_name` (PEP 503), `specifier` "
+             "(its clauses sorted and joined by commas; '' for none), `extras` (sorted), `marker` and `url` "
+             "(null when absent). Text that is not a requirement is an error naming it.",
+             "O(len)", "\"vllm[audio]>=0.26,<0.28; python_version >= '3.10'\".requirement()",
+             {"name": "vllm", "normalized_name": "vllm", "specifier": "<0.28,>=0.26", "extras": ["audio"],
+              "marker": 'python_version >= "3.10"', "url": None}, _PACKAGES),
+    Function("requirements", (sig("texts: list -> list", member=True),), packages.requirements,
+             "`requirement` of each string, in order (a `project.dependencies` list as `file.read` gives it); "
+             "an item that is not a requirement is an error naming its index.",
+             "O(total len)", "['Torch==2.9.0', 'numpy'].requirements().map(r, [r.normalized_name, r.specifier])",
+             [["torch", "==2.9.0"], ["numpy", ""]], _PACKAGES),
+    Function("normalize_name", (sig("name: string -> string", member=True),), packages.normalize_name,
+             "A distribution name as PEP 503 compares it: lower case, each run of `-`, `_` and `.` one `-`.",
+             "O(len)", "'Flash_Attn'.normalize_name() == 'flash-attn'", True, _PACKAGES),
+
+    Function("json", (sig("text: string -> dyn"),), jsontext.json_,
+             "The JSON document in the text (an HTTP body, a command's stdout), read with the bounds of a "
+             "facts file: NaN, Infinity, duplicate keys, numbers longer than 100 characters or outside 64 bits "
+             "and nesting deeper than 128 are errors giving the line and column, never a silent value.",
+             "O(len)", "json('{\"data\": [{\"id\": \"m\"}]}').data[0].id", "m", _TEXT),
 
     Function("capture", (sig("text: string, regex: string -> list", member=True),), regex.capture,
              "The groups of the first match of an RE2 regex (a group that did not take part is ''), "

@@ -53,3 +53,21 @@ def version_matches(text: str, spec: str) -> bool:
         fail(f"version_matches: '{spec}' is not a PEP 440 specifier set (such as '>=2.0,<3' or '==0.26.*')")
     # A concrete version is being checked, not a release chosen: pre-releases inside the range match.
     return specifiers.contains(version, prereleases=True)
+
+
+def _release_part(fn: str, text: str, index: int) -> int:
+    # A missing segment is 0 (PEP 440: `2` is `2.0.0`), so `'2'.version_minor()` is 0, not an error.
+    release = _version(fn, text).release
+    return release[index] if index < len(release) else 0
+
+
+def version_major(text: str) -> int:
+    return _release_part("version_major", text, 0)
+
+
+def version_minor(text: str) -> int:
+    return _release_part("version_minor", text, 1)
+
+
+def version_patch(text: str) -> int:
+    return _release_part("version_patch", text, 2)

@@ -26,6 +26,8 @@ BUILTIN_MODULES = (
     "policyrun.probes.results",
     "policyrun.probes.system",
     "policyrun.probes.host", "policyrun.probes.python_modules",
+    "policyrun.probes.webhttp", "policyrun.probes.netports", "policyrun.probes.dockercli",
+    "policyrun.probes.disk", "policyrun.probes.pyindex",
 )
 
 ENTRY_POINT_GROUP = "policyrun.probes"

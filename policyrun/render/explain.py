@@ -41,9 +41,34 @@ def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
     if check.message:
         lines.append(f"    why: {check.message}")
     lines += [f"    read {format_read(r, _VALUE_LIMIT)}" for r in check.reads]
+    asked = asked_only(check)
     for probe in check_probes(check):
-        lines += [f"    {line}" for line in _provenance_lines(probe, trace.provenance.get(probe))]
+        prov = trace.provenance.get(probe)
+        if probe in asked:
+            lines.append(f"    asked only whether {probe} failed, never read: {_status_words(prov)}")
+        lines += [f"    {line}" for line in _provenance_lines(probe, prov)]
     return lines
+
+
+def asked_only(check: CheckRecord) -> list[str]:
+    """Probes the check asks about only through failed()/error_code(), never reading their value
+    (from the parsed expression: the one CEL parser, never a second lexer)."""
+    from policyrun.expr import ExprError, compile_expr
+
+    try:
+        status = compile_expr(check.expression).fact_status
+    except ExprError:  # a trace from a rulebook whose expression no longer compiles here
+        return []
+    read = {r.path.split(".")[1] for r in check.reads if r.path.startswith("facts.") and r.path.count(".") >= 1}
+    return [p for p in check.facts if p in status and p not in read]
+
+
+def _status_words(prov: Provenance | None) -> str:
+    if prov is None:
+        return "never collected"
+    if prov.error is not None:
+        return f"failed ({prov.error.code})"
+    return f"collected ({prov.kind})"
 
 
 def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
@@ -83,6 +108,12 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
     out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
            f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
            f"{trace.rulebook.identity()} · facts sha256 {trace.facts_sha256}"]
+    asked = sorted({p for ph in trace.phases for c in ph.evidence for p in asked_only(c)}
+                   - {r.path.split(".")[1] for ph in trace.phases for c in ph.evidence for r in c.reads
+                      if r.path.startswith("facts.")})
+    if asked:
+        out.append("probes read only through failed()/error_code(): " + ", ".join(
+            f"{p} — {_status_words(trace.provenance.get(p))}" for p in asked))
     if not phases:
         scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
         out += ["", f"Nothing failed: {scope} PASS or SKIPPED."]
