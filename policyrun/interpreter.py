@@ -7,7 +7,8 @@ docs/semantics.md):
 1. not in the mode, or its mode `when` is false  → SKIPPED ("outside mode M")
 2. a required earlier phase did not PASS          → SKIPPED ("gated by X=STATUS")
 3. a precondition does not hold (or is unknown)   → BLOCKED, naming the condition
-4. the first stop condition that holds            → its status (STOPPED by default)
+4. the first stop condition that holds            → its status (STOPPED by default); the evidence
+                                                     is still evaluated and recorded, imposing nothing
 5. evidence checks; the most severe outcome wins  → STOPPED > BLOCKED > FAIL, else PASS
 Fail closed: a check that reads a missing or failed fact (or a derived value that could not be
 computed) is UNKNOWN, never SATISFIED, and an evaluation error is never a pass.
@@ -185,6 +186,9 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
             rec["outcome"] = "BLOCKED"
             return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, rec["message"])
 
+    # The first stop condition that holds (or cannot be ruled out) decides the status; every
+    # evidence item is still evaluated and recorded, so the trace shows the whole phase.
+    stopped: tuple[str, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
         key = f"phase.{phase.id}.stop_when.{i}"
         outcome = _run_check(ctx, stop.when, key)
@@ -195,26 +199,34 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
             rec["outcome"] = stop.status
-            return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks, rec["message"],
-                          _check_next(ctx, stop.next))
+            stopped = (stop.status, f"stop condition {stop.id or stop.when!r} holds", rec["message"],
+                       _check_next(ctx, stop.next))
+            break
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
                 rec["outcome"] = policy
                 rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
-                return record(policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
-                              checks, rec["message"], _check_next(ctx, stop.next))
+                stopped = (policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
+                           rec["message"], _check_next(ctx, stop.next))
+                break
 
     worst: tuple[int, Rec, str | None] | None = None  # (severity, deciding record, its next action)
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
-        if rec["outcome"] is not None and _waive(ctx, phase.id, ev.id, rec):
+        if stopped is not None:
+            # Recorded with its result and message, but it imposes nothing: the stop condition
+            # decided the status (so no check outranks the phase it belongs to).
+            rec["outcome"] = None
+        elif rec["outcome"] is not None and _waive(ctx, phase.id, ev.id, rec):
             rec["outcome"] = None
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
             worst = (SEVERITY[status], rec, ev.next)
+    if stopped is not None:
+        return record(stopped[0], stopped[1], checks, stopped[2], stopped[3])
     waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
     # A waiver is named in the phase's reason whatever the status, so no report can hide it.
     waived_note = f"; WAIVED: {', '.join(waived)}" if waived else ""
