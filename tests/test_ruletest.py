@@ -294,3 +294,74 @@ def test_the_k_examples_in_the_docs_select_cases(capsys: pytest.CaptureFixture[s
     assert main(["test", "rulebooks", "-k", "final and not lessons"]) == 0
     summary = re.search(r"`(\d+ passed, 0 failed, \d+ deselected by -k); \.\.\.` for the", text)
     assert summary is not None and summary.group(1) in capsys.readouterr().out
+
+
+def test_uncovered_checks_name_the_outcomes_still_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    only_clean = PASSING.split("  - name: a broken build")[0]
+    _suite(tmp_path, only_clean)
+    assert main(["test", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "uncovered BUILD/evidence/built: SATISFIED; missing: never UNSATISFIED" in out
+    assert main(["test", str(tmp_path), "--format", "json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["coverage"]["missing"] == {"BUILD/evidence/built": ["UNSATISFIED"],
+                                          "BUILD/evidence/quiet": ["UNSATISFIED"]}
+
+
+SNAPSHOT = """\
+{"policyrun_facts": 1, "facts": {"build": {"value": {"ok": true, "warnings": 0, "log": {"lines": 10, "tail": "done"}},
+ "provenance": {"probe": "build", "kind": "const"}}}}
+"""
+
+ANCHORED = """\
+policyrun_test: 1
+rulebook: tiny.yaml
+x-broken: &broken
+  phases: {BUILD: FAIL}
+  exit_code: 1
+facts_files: [build.facts.json]
+cases:
+  - name: merged warnings keep the rest of the snapshot fact
+    x-note: an x- key in a case is ignored too
+    mode: ci
+    merge: true
+    facts: {build: {warnings: 2, log: {tail: null}}}
+    expect: {phases: {BUILD: WARN}, messages: {BUILD.quiet: "2 warnings"}, derived: {}}
+  - name: replacing the fact drops what the case does not restate
+    mode: ci
+    facts: {build: {warnings: 0}}
+    expect: {phases: {BUILD: BLOCKED}}
+  - name: merge by probe id
+    mode: ci
+    merge: [build]
+    facts: {build: {ok: false}}
+    expect: *broken
+"""
+
+
+def test_cases_merge_facts_into_the_snapshot_and_ignore_x_keys(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "build.facts.json").write_text(SNAPSHOT)
+    _suite(tmp_path, ANCHORED)
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
+    assert "3 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    from policyrun.ruletest import merge_patch
+
+    target = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
+    assert merge_patch(target, {"a": {"c": [3], "e": None}, "d": None, "f": {"g": 1}}) == \
+        {"a": {"b": 1, "c": [3]}, "f": {"g": 1}}
+    assert merge_patch(target, [1]) == [1]
+    assert target == {"a": {"b": 1, "c": [1, 2]}, "d": "x"}  # the snapshot's value is not modified
+
+
+def test_merging_into_a_fact_no_snapshot_holds_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _suite(tmp_path, PASSING.replace("    facts: {build: {ok: true, warnings: 0}}",
+                                     "    merge: true\n    facts: {build: {ok: true}}"))
+    assert main(["test", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "cannot run" in out and "cannot merge fact 'build' into the snapshot: no snapshot file holds it" in out
