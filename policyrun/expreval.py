@@ -15,7 +15,7 @@ from typing import Any
 
 from policyrun import limits
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
-from policyrun.facts import FactsSnapshot
+from policyrun.facts import FactsSnapshot, fact_code
 from policyrun.model import Rulebook
 
 Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
@@ -80,11 +80,10 @@ class fact_status_of(Mapping[str, "str | None"]):
         self.facts = facts.facts
         self.tainted: dict[str, str] = {}  # filled by the derive stage (policyrun.derive)
 
-    def __getitem__(self, pid: str) -> str | None:
-        if pid in self.tainted:
+    def __getitem__(self, name: str) -> str | None:
+        if name.partition("[")[0] in self.tainted:
             return TAINTED
-        error = self.facts[pid].error
-        return error.code if error is not None else None
+        return fact_code(self.facts, name)
 
     def __iter__(self) -> Any:
         return iter(self.facts)
@@ -206,6 +205,14 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
             return {"path": path, "missing": True, "error": f"{fact.error.code}: {fact.error.message}"}
         if ctx.tainted and parts[1] in ctx.tainted:
             return {"path": path, "missing": True, "error": f"{TAINTED}: {ctx.tainted[parts[1]]}"}
+        elements = fact.provenance.elements
+        if elements is not None and len(parts) > 2:
+            # One element of a fan-out: its own error, or a key for_each did not give.
+            element = elements.get(parts[2])
+            if element is None:
+                return {"path": path, "missing": True, "error": f"not collected: for_each gave no element {parts[2]!r}"}
+            if element.error is not None:
+                return {"path": path, "missing": True, "error": f"{element.error.code}: {element.error.message}"}
     elif parts[0] == "derived" and len(parts) > 1 and parts[1] in ctx.derived_errors:
         return {"path": path, "missing": True, "error": ctx.derived_errors[parts[1]]}
     elif parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:

@@ -253,10 +253,30 @@ def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: Rec) -> bool:
     return True
 
 
+NOT_APPLICABLE_CODE = "probe.not_applicable"  # collect.NOT_APPLICABLE: a probe whose `when` is false
+
+
+def _not_applicable(outcome: CheckOutcome) -> str | None:
+    """Why a check is NOT_APPLICABLE rather than UNKNOWN: the decision needed facts, and every fact it
+    lacked is of a probe whose `when` was false (the rulebook chose not to collect it). A
+    check that also lacks a fact for any other reason stays UNKNOWN (fail closed)."""
+    if outcome.result != "UNKNOWN" or outcome.error or outcome.deliberate:
+        return None
+    missing = [r for r in outcome.reads if r.get("missing")]
+    if not missing or not all(str(r.get("error", "")).startswith(NOT_APPLICABLE_CODE + ":") for r in missing):
+        return None
+    probes = sorted(dict.fromkeys(".".join(r["path"].split(".")[:2]) for r in missing))
+    return f"not applicable: {', '.join(probes)} not collected (its probe's `when` is false)"
+
+
 def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
     condition = ev.condition
     if ev.applies_when is not None:
         gate = _run_check(ctx, ev.applies_when, f"{key}.applies_when")
+        skipped = _not_applicable(gate)
+        if skipped is not None:
+            return _record(ctx, ev.id, "evidence", condition,
+                           CheckOutcome("NOT_APPLICABLE", gate.reads, gate.facts, skipped), key)
         if gate.result == "UNSATISFIED":
             return _record(ctx, ev.id, "evidence", condition,
                            CheckOutcome("NOT_APPLICABLE", gate.reads, gate.facts,
@@ -273,6 +293,10 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
         extra_reads, extra_facts = found.reads, found.facts
         if not found.ok:
             outcome = CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error)
+            skipped = _not_applicable(outcome)
+            if skipped is not None:
+                return _record(ctx, ev.id, "evidence", condition,
+                               CheckOutcome("NOT_APPLICABLE", found.reads, found.facts, skipped), key)
             return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
         if not isinstance(found.value, list):
             outcome = CheckOutcome("UNKNOWN", found.reads, found.facts,
@@ -288,6 +312,9 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
         if extra_reads:
             outcome.reads = extra_reads + [r for r in outcome.reads if r["path"] != "violations"]
             outcome.facts = sorted(set(outcome.facts) | set(extra_facts))
+    skipped = _not_applicable(outcome)
+    if skipped is not None:
+        outcome = CheckOutcome("NOT_APPLICABLE", outcome.reads, outcome.facts, skipped)
     rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
     if violations is not None:
         rec["violations"] = _summarise(violations)

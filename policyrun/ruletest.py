@@ -241,7 +241,8 @@ def _patched(case: Case, snapshot: dict[str, Fact]) -> dict[str, Any]:
             continue  # an error stated inline is the fact, whatever the snapshot held
         base = snapshot.get(pid)
         if base is None or base.error is not None:
-            why = "no snapshot file holds it" if base is None else f"its snapshot fact failed ({base.error.code})"
+            why = f"its snapshot fact failed ({base.error.code})" if base is not None and base.error is not None \
+                else "no snapshot file holds it"
             raise UsageError(f"case {case.name!r}: cannot merge fact {pid!r} into the snapshot: {why}; state the "
                              "whole fact without `merge`", code="U020")
         out[pid] = merge_patch(base.value, patch)
