@@ -259,3 +259,21 @@ def test_snapshot_digest_of_probes_without_fan_out_is_unchanged() -> None:
         {"facts": {"a": {"value": 1, "provenance": {"probe": "a", "kind": "const"}}}})
     assert "elements" not in snap.to_json()
     assert snap.digest() == "e4b89fe9f9fe89e500e6a0abed303c920bd97fda8fdb8d96761a652e6623782d"
+
+
+def test_explain_shows_each_elements_provenance_failed_first(fake: Any, tmp_path: Path) -> None:
+    from policyrun.render.explain import render_explain
+
+    _pins(fake)
+    snapshot = collect(_fanout_rb(), "m", {}, base_dir=tmp_path)
+    path = tmp_path / "rb.yaml"
+    path.write_text(yaml.safe_dump({
+        "policyrun": 1, "name": "t", "vars": {"pkgs": PKGS}, "modes": {"m": {"phases": ["A"]}},
+        "probes": {"pkgs": {"uses": "test.pins", "for_each": "${vars.pkgs}", "key": "${item.name}",
+                            "with": {"package": "${item.name}", "want": "${item.pin}"}}},
+        "phases": [{"id": "A", "evidence": [{"id": "e", "check": "size(facts.pkgs) == 2"}]}]}))
+    text = render_explain(evaluate(load_rulebook(path), mode="m", inputs={}, facts=snapshot, timestamp=False))
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "for_each: 3 element(s), 1 failed" in line)
+    assert "[broken] package='broken', want='0' -> error: pkg.not_found: no such package: broken" in lines[at + 1]
+    assert "[numpy] package='numpy', want='1.26'" in lines[at + 2]
