@@ -64,7 +64,8 @@ class Case(BaseModel):
     mode: str
     inputs: dict[str, Any] = Field(default_factory=dict)
     facts: dict[str, Any] = Field(default_factory=dict,
-                                  description="Inline facts by probe id; `{__error__: code}` for a failed probe.")
+                                  description="Inline facts by probe id; `{__error__: code}` for a failed probe "
+                                              "(or, inside a fan-out's map, a failed element).")
     facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file.")
     merge: bool | list[str] = Field(
         default=False, description="How inline facts meet the snapshot facts of the same id: false (default) "
@@ -216,13 +217,25 @@ def load_suite(path: Path) -> Suite:
                             findings=findings) from None
 
 
-def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
+def _error_of(value: Any) -> FactError | None:
+    if isinstance(value, dict) and "__error__" in value:
+        return FactError(code=str(value["__error__"]), message=str(value.get("message", "probe failed")))
+    return None
+
+
+def _inline_facts(facts: dict[str, Any], fan_outs: frozenset[str] = frozenset()) -> FactsSnapshot:
+    """Inline facts as a snapshot. For a probe with `for_each` (`fan_outs`), the value is a map of
+    elements, and an element stated as `{__error__: code}` is that element's error."""
     out: dict[str, Fact] = {}
     for pid, value in facts.items():
         prov = Provenance(probe=pid, kind="test")
-        if isinstance(value, dict) and "__error__" in value:
-            err = FactError(code=str(value["__error__"]), message=str(value.get("message", "probe failed")))
+        err = _error_of(value)
+        if err is not None:
             out[pid] = Fact(error=err, provenance=prov.model_copy(update={"error": err}))
+        elif pid in fan_outs and isinstance(value, dict):
+            elements = {k: prov.model_copy(update={"error": _error_of(v)}) for k, v in value.items()}
+            out[pid] = Fact(value={k: v for k, v in value.items() if _error_of(v) is None},
+                            provenance=prov.model_copy(update={"elements": elements}))
         else:
             out[pid] = Fact(value=value, provenance=prov)
     return FactsSnapshot(facts=out)
@@ -303,7 +316,8 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
             # Inline facts override snapshot facts of the same id (or, with `merge`, patch them):
             # a case states what differs.
             merged = merge_facts(snapshots).facts if snapshots else {}
-            inline = _inline_facts(_patched(case, merged))
+            fan_outs = frozenset(pid for pid, spec in rb.model.probes.items() if spec.for_each is not None)
+            inline = _inline_facts(_patched(case, merged), fan_outs)
             facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)

@@ -277,3 +277,22 @@ def test_explain_shows_each_elements_provenance_failed_first(fake: Any, tmp_path
     at = next(i for i, line in enumerate(lines) if "for_each: 3 element(s), 1 failed" in line)
     assert "[broken] package='broken', want='0' -> error: pkg.not_found: no such package: broken" in lines[at + 1]
     assert "[numpy] package='numpy', want='1.26'" in lines[at + 2]
+
+
+def _doc_block(heading: str) -> dict[str, Any]:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "language.md").read_text()
+    section = text.split(heading, 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    loaded: dict[str, Any] = yaml.safe_load(block)
+    return loaded
+
+
+def test_the_language_doc_examples_lint_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fan = _doc_block("### Fan-out: `for_each`")
+    when = _doc_block("### Conditional probes: `when`")
+    doc = {"policyrun": 1, "name": "doc", "inputs": {"backend": {"type": "string"}, "repo": {"type": "path"}},
+           "vars": fan["vars"], "modes": {"m": {"phases": ["PINNED"]}},
+           "probes": {**fan["probes"], **when["probes"]}, "phases": fan["phases"]}
+    doc["phases"][0]["evidence"].append({"id": "gpus", "check": "facts.gpu.device_count > 0"})
+    (tmp_path / "doc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert main(["lint", str(tmp_path / "doc.yaml")]) == 0, capsys.readouterr().out

@@ -365,3 +365,36 @@ def test_merging_into_a_fact_no_snapshot_holds_cannot_run(tmp_path: Path, capsys
     assert main(["test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "cannot run" in out and "cannot merge fact 'build' into the snapshot: no snapshot file holds it" in out
+
+
+FANOUT_RB = """\
+policyrun: 1
+name: fan
+vars: {packages: [numpy, torch]}
+modes: {ci: {phases: [PINNED]}}
+probes:
+  pins: {uses: pins.package, for_each: "${vars.packages}", with: {package: "${item}"}}
+phases:
+  - id: PINNED
+    evidence:
+      - {id: numpy, check: "facts.pins.numpy.distinct == ['1.26']"}
+      - {id: torch_failed, check: "!failed(facts.pins.torch)"}
+"""
+
+
+def test_a_case_states_a_failed_element_of_a_fan_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "fan.yaml").write_text(FANOUT_RB)
+    (tmp_path / "fan.test.yaml").write_text("""\
+policyrun_test: 1
+rulebook: fan.yaml
+cases:
+  - name: torch failed, numpy pinned
+    mode: ci
+    facts: {pins: {numpy: {distinct: ["1.26"]}, torch: {__error__: pins.no_files}}}
+    expect: {checks: {PINNED.numpy: SATISFIED, PINNED.torch_failed: UNSATISFIED}, phases: {PINNED: FAIL}}
+  - name: both collected
+    mode: ci
+    facts: {pins: {numpy: {distinct: ["1.26"]}, torch: {distinct: ["2.9"]}}}
+    expect: {phases: {PINNED: PASS}}
+""")
+    assert main(["test", str(tmp_path / "fan.test.yaml")]) == 0, capsys.readouterr().out
