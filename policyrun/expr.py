@@ -57,6 +57,8 @@ class Compiled:
     # failed(facts.p.k) / error_code(facts.p['k']): (probe id, element key) of fan-out elements asked about
     element_status: frozenset[tuple[str, str]] = frozenset()
     strict_facts: frozenset[str] = frozenset()  # probe ids tested with has(facts.x): must be present
+    # (probe id, key) tested with has(facts.p.k): a fan-out's element that must have been collected
+    strict_elements: frozenset[tuple[str, str]] = frozenset()
 
     def fact_ids(self) -> frozenset[str]:
         """Probe ids whose facts this expression reads (`facts.<id>...`)."""
@@ -170,7 +172,9 @@ def compile_expr(source: str) -> Compiled:
                     reads_all_facts=any(r.parts == ("facts",) for r in reads),
                     fact_status=frozenset(status), element_status=frozenset(elements),
                     strict_facts=frozenset(r.parts[1] for r in reads if len(r.parts) == 2 and r.parts[0] == "facts"
-                                           and r.test_only))
+                                           and r.test_only),
+                    strict_elements=frozenset((r.parts[1], r.parts[2]) for r in reads if len(r.parts) == 3
+                                              and r.parts[0] == "facts" and r.test_only))
 
 
 _STATUS_FUNCTIONS = ("failed", "error_code")

@@ -296,3 +296,28 @@ def test_the_language_doc_examples_lint_clean(tmp_path: Path, capsys: pytest.Cap
     doc["phases"][0]["evidence"].append({"id": "gpus", "check": "facts.gpu.device_count > 0"})
     (tmp_path / "doc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     assert main(["lint", str(tmp_path / "doc.yaml")]) == 0, capsys.readouterr().out
+
+
+def test_presence_of_a_failed_element_is_unknown_and_a_missing_key_names_failed_elements(tmp_path: Path) -> None:
+    """`has(facts.p.k)` on a failed element is UNKNOWN (as `has(facts.x)` on a failed probe), never
+    false; a computed key that is missing names the fan-out's failed elements."""
+    from policyrun.facts import Fact, FactError, Provenance
+
+    path = tmp_path / "rb.yaml"
+    path.write_text(yaml.safe_dump({
+        "policyrun": 1, "name": "t", "vars": {"pk": ["a", "b"]}, "modes": {"m": {"phases": ["A"]}},
+        "probes": {"p": {"uses": "const", "for_each": "${vars.pk}", "with": {"value": 1}}},
+        "phases": [{"id": "A", "evidence": [
+            {"id": "dyn", "check": "vars.pk.all(k, facts.p[k] == 1)"},
+            {"id": "absent", "check": "!has(facts.p.b)"},
+            {"id": "present", "check": "has(facts.p.a)"}]}]}))
+    prov = Provenance(probe="p", kind="const", elements={
+        "a": Provenance(probe="p", kind="const"),
+        "b": Provenance(probe="p", kind="const", error=FactError(code="x.bad", message="boom"))})
+    snap = FactsSnapshot(facts={"p": Fact(value={"a": 1}, provenance=prov)})
+    trace = evaluate(load_rulebook(path), mode="m", inputs={}, facts=snap, timestamp=False)
+    checks = {c.id: c for c in trace.phases[0].evidence}
+    assert {k: c.result for k, c in checks.items()} == {"dyn": "UNKNOWN", "absent": "UNKNOWN", "present": "SATISFIED"}
+    assert checks["dyn"].message is not None and \
+        "(facts.p has failed elements: 'b' x.bad: boom)" in checks["dyn"].message
+    assert checks["absent"].message is not None and "x.bad: boom" in checks["absent"].message
