@@ -467,6 +467,10 @@ class _Collection:
             return _error_fact(pid, spec, problem.code, problem.message, raw)
         for dep in sorted(the_plan.deps[pid] & graph_of(self.rulebook).params[pid].facts):
             err = self.facts[dep].error
+            if err is not None and err.code == NOT_APPLICABLE:
+                # What only a probe the rulebook chose not to collect could tell is not applicable either.
+                return _error_fact(pid, spec, NOT_APPLICABLE,
+                                   f"not collected: depends on probe {dep!r}, which is not applicable", raw)
             if err is not None:
                 return _error_fact(pid, spec, "dependency.failed",
                                    f"depends on probe {dep!r}, which failed ({err.code})", raw)

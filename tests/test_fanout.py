@@ -212,8 +212,8 @@ def _when(tmp_path: Path) -> Path:
     ("final", ["gpu=true"], 0, "ok", "PASS", ["SATISFIED", "SATISFIED", "SATISFIED"]),
     # not applicable: the evidence reading it is NOT_APPLICABLE; the stop condition is UNKNOWN as for
     # any missing fact, and its on_missing (the mode's: BLOCKED in final) decides.
-    ("final", [], 2, "probe.not_applicable", "BLOCKED", ["NOT_APPLICABLE", "UNKNOWN", "SATISFIED"]),
-    ("planning", ["gpu=true"], 0, "probe.not_applicable", "PASS", ["NOT_APPLICABLE", "UNKNOWN", "SATISFIED"]),
+    ("final", [], 2, "probe.not_applicable", "BLOCKED", ["NOT_APPLICABLE", "NOT_APPLICABLE", "SATISFIED"]),
+    ("planning", ["gpu=true"], 0, "probe.not_applicable", "PASS", ["NOT_APPLICABLE", "NOT_APPLICABLE", "SATISFIED"]),
 ])
 def test_when_decides_before_collection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str], mode: str, sets: list[str], code_: int,
@@ -228,6 +228,8 @@ def test_when_decides_before_collection(tmp_path: Path, monkeypatch: pytest.Monk
     if nvml != "ok":
         assert "not collected: `when: inputs.gpu && mode == 'final'` is false" in message(fact)
         assert "2 not applicable (after, nvml)" in err and "0 failed" in err
+        after = load_facts(tmp_path / "facts.json").facts["after"]
+        assert code(after) == "probe.not_applicable" and "depends on probe 'nvml'" in message(after)
     assert main(["evaluate", "rb.yaml", "--mode", mode, *args, "--facts", "facts.json", "--out", "out"]) == code_
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     phase = trace["phases"][0]
