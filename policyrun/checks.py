@@ -27,6 +27,8 @@ class ExprSite:
     phase_index: int | None  # phase that owns it (for `phases.X` ordering), None for verdicts
     violations: bool = False  # may read `violations` (an evidence with a violations list)
     derived: str | None = None  # the derive id when this is a derived value's expression
+    item: bool = False  # may read `item` (the `with:` and `key:` of a probe with `for_each`)
+    probe_when: bool = False  # a probe's `when`: decided before collection, over inputs, vars and mode
 
 
 def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
@@ -37,7 +39,8 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
     def conditions(value: str, path: NodePath, phase: int | None, violations: bool = False) -> Iterator[ExprSite]:
         yield ExprSite(value, path, 0, True, phase, violations)
 
-    def templates(value: Any, path: NodePath, phase: int | None, violations: bool = False) -> Iterator[ExprSite]:
+    def templates(value: Any, path: NodePath, phase: int | None, violations: bool = False,
+                  item: bool = False) -> Iterator[ExprSite]:
         if isinstance(value, str):
             if "${" not in value:
                 return
@@ -48,13 +51,13 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
                 return
             for seg in segments:
                 if seg.is_expr:
-                    yield ExprSite(seg.text, path, seg.offset, False, phase, violations)
+                    yield ExprSite(seg.text, path, seg.offset, False, phase, violations, item=item)
         elif isinstance(value, dict):
             for k, v in value.items():
-                yield from templates(v, (*path, k), phase, violations)
+                yield from templates(v, (*path, k), phase, violations, item)
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                yield from templates(v, (*path, i), phase, violations)
+                yield from templates(v, (*path, i), phase, violations, item)
 
     for did, spec in model.derive.items():
         yield ExprSite(spec.value, ("derive", did, "value"), 0, False, None, derived=did)
@@ -64,7 +67,14 @@ def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
             if entry.when is not None:
                 yield from conditions(entry.when, ("modes", name, "phases", i, "when"), None)
     for pid, probe in model.probes.items():
-        yield from templates(probe.with_, ("probes", pid, "with"), None)
+        fans = probe.for_each is not None
+        yield from templates(probe.with_, ("probes", pid, "with"), None, item=fans)
+        if probe.for_each is not None:
+            yield from templates(probe.for_each, ("probes", pid, "for_each"), None)
+        if probe.key is not None:
+            yield from templates(probe.key, ("probes", pid, "key"), None, item=True)
+        if probe.when is not None:
+            yield ExprSite(probe.when, ("probes", pid, "when"), 0, True, None, probe_when=True)
     for pi, phase in enumerate(model.phases):
         base: NodePath = ("phases", pi)
         for j, cond in enumerate(phase.preconditions):
@@ -265,6 +275,21 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             if probe not in model.probes:
                 _ref(rb, sink, site, f"facts.{probe}", "L003", f"asks about facts.{probe}, but no probe {probe!r} is "
                      f"declared{_hint(probe, list(model.probes))}")
+        if "item" in compiled.roots and not site.item:
+            _ref(rb, sink, site, "item", "L041", "reads `item`, which only the `with:` and `key:` of a probe with "
+                 "`for_each` can read (it is the element that run is for)")
+        if site.probe_when:
+            late = sorted(r for r in compiled.roots & {"facts", "derived", "phases"}) or \
+                (["facts"] if compiled.fact_status else [])
+            if late:
+                _ref(rb, sink, site, late[0], "L040", f"a probe's `when` reads {late[0]}, but it is decided before "
+                     "collection: it may read only inputs, vars and mode (to skip a check on a fact, use the "
+                     "check's applies_when)")
+        for probe, key in sorted(compiled.element_status):
+            spec = model.probes.get(probe)
+            if spec is not None and spec.for_each is None:
+                _ref(rb, sink, site, f"facts.{probe}", "L042", f"asks about element {key!r} of facts.{probe}, but "
+                     f"probe {probe!r} has no for_each; ask about the whole fact: failed(facts.{probe})")
         if "violations" in compiled.roots and not site.violations:
             _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only an evidence check, message "
                  "or next action of an evidence with a `violations:` list can read")
@@ -346,8 +371,8 @@ def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
         graph[f"derived.{did}"] = [f"derived.{d}" for d in sorted(reads)] + \
             [f"facts.{d}" for d in sorted(deps.facts[did] | deps.status[did]) if d in model.probes]
     for site in expression_sites(rb):
-        if site.path[:1] != ("probes",) or not site.source.strip():
-            continue
+        if site.path[:1] != ("probes",) or site.probe_when or not site.source.strip():
+            continue  # a probe's `when` is checked with the expressions (L040)
         try:
             compiled = compile_expr(site.source.strip())
         except ExprError:

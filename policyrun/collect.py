@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import deque
 import os
 import re
 import sys
@@ -19,15 +20,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from policyrun.derive import Budget, Derivation, derive_for_params, graph_of
 from policyrun.errors import UsageError
-from policyrun.expr import ExprError, InterpolationError, interpolate
-from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState
+from policyrun import limits
+from policyrun.expr import ExprError, InterpolationError, compile_condition, evaluate, interpolate
+from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState, fact_code
 from policyrun.model import ProbeSpec, Rulebook
 from policyrun.probes import registry
 from policyrun.probes.base import SIDE_EFFECTS, Probe, ProbeContext, ProbeError, ProbeResult
@@ -50,6 +52,30 @@ def _unset_input(raw: Mapping[str, Any], shown: Mapping[str, Any]) -> tuple[str,
         if m and shown.get(param) is None:
             return param, m.group(1)
     return None
+
+
+NOT_APPLICABLE = "probe.not_applicable"  # the error code of a probe whose `when` is false
+
+
+def _why(exc: InterpolationError | ExprError) -> str:
+    expr = getattr(exc, "expression", "")
+    return f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message
+
+
+class _Status(Mapping[str, "str | None"]):
+    """failed()/error_code() over the facts collected so far (elements of fan-outs too)."""
+
+    def __init__(self, facts: Mapping[str, Fact]) -> None:
+        self.facts = facts
+
+    def __getitem__(self, name: str) -> str | None:
+        return fact_code(self.facts, name)
+
+    def __iter__(self) -> Any:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
 
 
 # --- planning -----------------------------------------------------------------------------------
@@ -274,6 +300,32 @@ class _Job:
     shown: dict[str, Any]  # what provenance records: parameters after interpolation
 
 
+@dataclass
+class _FanOut:
+    """A probe with `for_each` in flight: one job per element not yet run, the facts of those done
+    (elements that failed before running are done at once), the keys in for_each order."""
+
+    keys: list[str]
+    jobs: dict[str, _Job]
+    done: dict[str, Fact] = field(default_factory=dict)
+    started_at: str = ""
+    t0: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) == len(self.keys)
+
+    def fact(self, pid: str, spec: ProbeSpec) -> Fact:
+        """The probe's fact: the values of the elements collected without error, by key, and every
+        element's provenance (with its error). Keys sorted, so a replayed snapshot reads the same."""
+        keys = sorted(self.keys)
+        value = {k: self.done[k].value for k in keys if self.done[k].ok}
+        provenance = Provenance(probe=pid, kind=spec.uses, params=dict(spec.with_), started_at=self.started_at,
+                                finished_at=utc_now(), duration_s=round(time.perf_counter() - self.t0, 6),
+                                elements={k: self.done[k].provenance for k in keys})
+        return Fact(value=value, provenance=provenance)
+
+
 def _error_fact(pid: str, spec: ProbeSpec, code: str, message: str, params: Mapping[str, Any]) -> Fact:
     err = FactError(code=code, message=message)
     return Fact(error=err, provenance=Provenance(probe=pid, kind=spec.uses, params=dict(params), error=err))
@@ -333,8 +385,14 @@ class _Collection:
         for pid in the_plan.probes:
             if not waiting[pid]:
                 heapq.heappush(ready, (-depth[pid], order[pid], pid))
-        running: dict[Future[Fact], str] = {}
-        workers = max(1, min(MAX_WORKERS, len(the_plan.probes)))
+        # A future runs one probe, or one element of a fan-out probe: (probe id, element key or "").
+        running: dict[Future[Fact], tuple[str, str]] = {}
+        # Elements of fan-outs waiting for a worker. A fan-out of thousands of elements is queued
+        # here and run a pool's worth at a time: never a thread per element.
+        elements: deque[tuple[str, str]] = deque()
+        fanouts: dict[str, _FanOut] = {}
+        fanning = any(spec.for_each is not None for spec in the_plan.probes.values())
+        workers = MAX_WORKERS if fanning else max(1, min(MAX_WORKERS, len(the_plan.probes)))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="policyrun-collect")
         self.progress.begin(len(the_plan.probes))
 
@@ -342,20 +400,41 @@ class _Collection:
             for d in pids:
                 heapq.heappush(ready, (-depth[d], order[d], d))
 
+        def finish(pid: str) -> None:
+            fanout = fanouts.pop(pid)
+            release(self.record(pid, fanout.fact(pid, the_plan.probes[pid]), waiting, dependants))
+
         try:
-            while ready or running:
-                while ready and len(running) < workers:
+            while ready or running or elements:
+                while (ready or elements) and len(running) < workers:
+                    if not ready:  # probes first: a fan-out's elements must not starve a dependency chain
+                        pid, key = elements.popleft()
+                        element = fanouts[pid].jobs.pop(key)
+                        running[pool.submit(self.execute, pid, the_plan.probes[pid], element)] = (pid, key)
+                        continue
                     pid = heapq.heappop(ready)[2]
                     job = self.prepare(pid, the_plan)
                     if isinstance(job, Fact):
                         release(self.record(pid, job, waiting, dependants))
+                    elif isinstance(job, _FanOut):
+                        self.progress.started(pid)
+                        fanouts[pid] = job
+                        elements.extend((pid, key) for key in job.jobs)
+                        if job.complete:
+                            finish(pid)
                     else:
                         self.progress.started(pid)
-                        running[pool.submit(self.execute, pid, the_plan.probes[pid], job)] = pid
+                        running[pool.submit(self.execute, pid, the_plan.probes[pid], job)] = (pid, "")
                 if running:
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in sorted(done, key=lambda f: running[f]):
-                        release(self.record(running.pop(future), future.result(), waiting, dependants))
+                        pid, key = running.pop(future)
+                        if pid not in fanouts:
+                            release(self.record(pid, future.result(), waiting, dependants))
+                            continue
+                        fanouts[pid].done[key] = future.result()
+                        if fanouts[pid].complete:
+                            finish(pid)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self.progress.end()
@@ -374,15 +453,24 @@ class _Collection:
                 ready.append(d)
         return ready
 
-    def prepare(self, pid: str, the_plan: Plan) -> _Job | Fact:
-        """Everything before running, on the scheduling thread: a job, or the error fact instead."""
+    def prepare(self, pid: str, the_plan: Plan) -> _Job | _FanOut | Fact:
+        """Everything before running, on the scheduling thread: a job (one per element for a
+        fan-out), or the error fact instead."""
         spec = the_plan.probes[pid]
         raw = spec.with_
+        if spec.when is not None:
+            skip = self.not_applicable(pid, spec)
+            if skip is not None:
+                return skip
         if pid in the_plan.problems:
             problem = the_plan.problems[pid]
             return _error_fact(pid, spec, problem.code, problem.message, raw)
         for dep in sorted(the_plan.deps[pid] & graph_of(self.rulebook).params[pid].facts):
             err = self.facts[dep].error
+            if err is not None and err.code == NOT_APPLICABLE:
+                # What only a probe the rulebook chose not to collect could tell is not applicable either.
+                return _error_fact(pid, spec, NOT_APPLICABLE,
+                                   f"not collected: depends on probe {dep!r}, which is not applicable", raw)
             if err is not None:
                 return _error_fact(pid, spec, "dependency.failed",
                                    f"depends on probe {dep!r}, which failed ({err.code})", raw)
@@ -390,11 +478,16 @@ class _Collection:
         if probe is None:
             return _error_fact(pid, spec, "probe.unknown_kind", f"no probe kind {spec.uses!r} is registered; "
                                                                 "`policyrun probes` lists the kinds", raw)
+        if spec.for_each is not None:
+            return self.fan_out(pid, spec, probe)
         shown_or_error = self.resolve(pid, spec)
         if isinstance(shown_or_error, tuple):
             code, message, params_shown = shown_or_error
             return _error_fact(pid, spec, code, message, params_shown)
-        shown = shown_or_error
+        return self.job(pid, spec, probe, shown_or_error)
+
+    def job(self, pid: str, spec: ProbeSpec, probe: Probe, shown: dict[str, Any]) -> _Job | Fact:
+        """The job for resolved parameters, or the error fact when they or their side effects are refused."""
         try:
             params = self.attach_schemas(probe, shown)
             invalid = self.validate(probe, params)
@@ -411,12 +504,26 @@ class _Collection:
                                f"run it in a mode whose permissions set {denied[0]}: true", shown)
         return _Job(probe, params, shown)
 
-    def resolve(self, pid: str, spec: ProbeSpec) -> dict[str, Any] | tuple[str, str, Mapping[str, Any]]:
-        """The probe's parameters after interpolation over the facts collected so far, or
-        (error code, message, parameters to record) when they cannot be resolved. `evaluate
-        --facts` calls this too, to check that a snapshot was collected with these parameters."""
-        raw = spec.with_
-        status = {p: (f.error.code if f.error is not None else None) for p, f in self.facts.items()}
+    def not_applicable(self, pid: str, spec: ProbeSpec) -> Fact | None:
+        """The fact of a probe whose `when` (over inputs, vars and mode) is false, or that cannot be
+        decided; None when it holds and the probe is collected."""
+        assert spec.when is not None
+        try:
+            outcome = evaluate(compile_condition(spec.when), {"inputs": self.inputs, "vars": self.rulebook.vars,
+                                                              "mode": self.mode, "facts": {}, "derived": {}})
+        except ExprError as exc:
+            return _error_fact(pid, spec, "probe.when_error", f"`when` does not compile: {exc.message}", spec.with_)
+        if not outcome.ok or not isinstance(outcome.value, bool):
+            why = outcome.error or f"it gave {type(outcome.value).__name__}, not a bool"
+            return _error_fact(pid, spec, "probe.when_error", f"`when: {spec.when}` could not be decided: {why}; "
+                                                              "the probe was not collected", spec.with_)
+        if outcome.value:
+            return None
+        return _error_fact(pid, spec, NOT_APPLICABLE, f"not collected: `when: {spec.when}` is false", spec.with_)
+
+    def variables(self, pid: str) -> dict[str, Any] | tuple[str, str]:
+        """The variables the probe's templates see (derived values they read computed now), or
+        (error code, message) when a derived value they read has none."""
         variables = {"facts": self.values, "inputs": self.inputs, "vars": self.rulebook.vars, "mode": self.mode,
                      "derived": {}}
         wanted = graph_of(self.rulebook).params[pid].derived
@@ -426,23 +533,98 @@ class _Collection:
             for did in sorted(wanted):
                 if did in self.derived.errors:
                     return ("dependency.failed", f"reads derived.{did}, which has no value: "
-                                                 f"{self.derived.errors[did]}", raw)
+                                                 f"{self.derived.errors[did]}")
             variables["derived"] = {did: self.derived.values[did] for did in wanted}
+        return variables
+
+    def interpolate(self, raw: Any, variables: Mapping[str, Any]) -> Any:
+        """`raw` with its templates resolved (raises InterpolationError/ExprError)."""
         from policyrun.functions.factstatus import fact_status
 
+        with fact_status(_Status(self.facts)):
+            return interpolate(raw, variables)
+
+    def resolve(self, pid: str, spec: ProbeSpec, item: tuple[Any] | None = None
+                ) -> dict[str, Any] | tuple[str, str, Mapping[str, Any]]:
+        """The probe's parameters after interpolation over the facts collected so far (for one
+        element of a fan-out, with `item` bound), or (error code, message, parameters to record)
+        when they cannot be resolved. `evaluate --facts` calls this too, to check that a snapshot
+        was collected with these parameters."""
+        raw = spec.with_
+        variables = self.variables(pid)
+        if isinstance(variables, tuple):
+            return (*variables, raw)
+        if item is not None:
+            variables = {**variables, "item": item[0]}
         try:
-            with fact_status(status):
-                shown = interpolate(raw, variables)
+            shown = self.interpolate(raw, variables)
         except (InterpolationError, ExprError) as exc:
-            expr = getattr(exc, "expression", "")
-            return ("params.interpolation",
-                    f"`${{{expr}}}` could not be evaluated: {exc.message}" if expr else exc.message, raw)
+            return ("params.interpolation", _why(exc), raw)
         unset = _unset_input(raw, shown)
         if unset is not None:
             param, name = unset
             return ("params.missing_input", f"parameter {param!r} comes from input {name!r}, which is not set; "
                                             f"pass --set {name}=...", shown)
         return dict(shown)
+
+    def elements(self, pid: str, spec: ProbeSpec) -> list[tuple[str, Any]] | tuple[str, str]:
+        """The fan-out's elements as (key, item), in for_each order, or (error code, message) when
+        for_each or a key cannot be resolved, or keys repeat."""
+        assert spec.for_each is not None
+        variables = self.variables(pid)
+        if isinstance(variables, tuple):
+            return variables
+        where = self.locations.get(f"probe.{pid}.for_each")
+        at = f" (for_each at {where})" if where else ""
+        try:
+            items = self.interpolate(spec.for_each, variables)
+        except (InterpolationError, ExprError) as exc:
+            return "params.interpolation", f"for_each: {_why(exc)}"
+        if not isinstance(items, list):
+            return "fanout.not_a_list", f"for_each gave {type(items).__name__}, not a list{at}"
+        if len(items) > limits.FANOUT_ELEMENTS:
+            return "fanout.too_many", (f"for_each gave {len(items)} elements; the limit is {limits.FANOUT_ELEMENTS} "
+                                       f"(limits.FANOUT_ELEMENTS){at}: split the probe or narrow the list")
+        key_at = self.locations.get(f"probe.{pid}.key") or where
+        out: list[tuple[str, Any]] = []
+        first: dict[str, int] = {}
+        for i, item in enumerate(items):
+            if spec.key is not None:
+                try:
+                    key = self.interpolate(spec.key, {**variables, "item": item})
+                except (InterpolationError, ExprError) as exc:
+                    return "fanout.key", f"the key of element {i} could not be resolved: {_why(exc)}" + \
+                        (f" (key at {key_at})" if key_at else "")
+            else:
+                key = item
+            if not isinstance(key, str):
+                fix = "give `key:` a string" if spec.key is not None else "declare `key:`, e.g. key: ${item.name}"
+                return "fanout.key", (f"the key of element {i} is {type(key).__name__}, not a string: {fix}"
+                                      + (f" (at {key_at})" if key_at else ""))
+            if key in first:
+                return "fanout.duplicate_key", (f"elements {first[key]} and {i} have the same key {key!r}"
+                                                + (f" (key at {key_at})" if key_at else "")
+                                                + "; each element needs its own key")
+            first[key] = i
+            out.append((key, item))
+        return out
+
+    def fan_out(self, pid: str, spec: ProbeSpec, probe: Probe) -> _FanOut | Fact:
+        """One job per element of `for_each` (elements whose parameters cannot be resolved or are
+        refused are done at once, with their error), or the probe's error fact."""
+        found = self.elements(pid, spec)
+        if isinstance(found, tuple):
+            return _error_fact(pid, spec, found[0], found[1], spec.with_)
+        fanout = _FanOut([key for key, _ in found], {}, started_at=utc_now(), t0=time.perf_counter())
+        for key, item in found:
+            resolved = self.resolve(pid, spec, (item,))
+            job = _error_fact(pid, spec, *resolved) if isinstance(resolved, tuple) else \
+                self.job(pid, spec, probe, resolved)
+            if isinstance(job, Fact):
+                fanout.done[key] = job
+            else:
+                fanout.jobs[key] = job
+        return fanout
 
     def attach_schemas(self, probe: Probe, params: dict[str, Any]) -> dict[str, Any]:
         """Replace a schema parameter naming a rulebook `schemas:` entry by the entry; anchor paths."""
@@ -539,11 +721,13 @@ def collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, base_di
     return FactsSnapshot(collected_at=utc_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))
 
 
-def unset_input_probes(facts: FactsSnapshot, deps: Mapping[str, frozenset[str]]) -> set[str]:
+def unset_input_probes(facts: FactsSnapshot, deps: Mapping[str, frozenset[str]],
+                       code: str = "params.missing_input") -> set[str]:
     """Probes that did not run because a parameter reads an optional input that was not set
     (`params.missing_input`), and probes that failed only because they wait for one. The rulebook
     made them depend on that input, so their absence is a choice of the command line, not a
-    failure of collection (`collect` exits 0 for them; docs/cli.md)."""
+    failure of collection (`collect` exits 0 for them; docs/cli.md). With `code` NOT_APPLICABLE:
+    the probes whose `when` is false, and those that wait for one."""
     unset: dict[str, bool] = {}
     for start in facts.facts:  # depth first over the dependencies, without recursion (long chains)
         stack, visiting = [start], {start}
@@ -551,7 +735,7 @@ def unset_input_probes(facts: FactsSnapshot, deps: Mapping[str, frozenset[str]])
             pid = stack[-1]
             error = facts.facts[pid].error
             if pid in unset or error is None or error.code != "dependency.failed":
-                unset.setdefault(pid, error is not None and error.code == "params.missing_input")
+                unset.setdefault(pid, error is not None and error.code == code)
                 stack.pop()
                 continue
             failing = [d for d in sorted(deps.get(pid, ())) if d in facts.facts and not facts.facts[d].ok]
@@ -574,7 +758,6 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
     if mode not in rulebook.modes:
         return []
     from policyrun.inputs import secret_inputs, secret_texts
-    from policyrun.masking import redact_tree
 
     texts = secret_texts(secret_inputs(rulebook, inputs))
     state = _Collection(rulebook, mode, inputs, Path.cwd(), None, QuietProgress(), locations)
@@ -590,6 +773,20 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
             out.append({"probe": pid, "reason": f"collected by probe kind {prov.kind!r}; the rulebook's probe "
                                                 f"{pid!r} uses {spec.uses!r}"})
             continue
+        if spec.when is not None:
+            skip = state.not_applicable(pid, spec)
+            now = skip is not None and skip.error is not None and skip.error.code == NOT_APPLICABLE
+            was = fact.error is not None and fact.error.code == NOT_APPLICABLE
+            if now != was:
+                out.append({"probe": pid, "reason": f"`when: {spec.when}` is {'false' if now else 'true'} with these "
+                                                    f"inputs, but the snapshot {'holds' if now else 'lacks'} its fact"
+                                                    + ("" if now else " (it was not applicable when collected)")})
+                continue
+            if skip is not None:
+                continue
+        if spec.for_each is not None:
+            out += [{"probe": pid, "reason": r} for r in _stale_elements(state, pid, spec, fact, texts)]
+            continue
         resolved = state.resolve(pid, spec)
         if isinstance(resolved, tuple):
             if fact.error is None:
@@ -598,12 +795,54 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
             continue
         if fact.error is not None and prov.params == dict(spec.with_):
             continue  # failed before its parameters were resolved; nothing to compare
-        # A snapshot is written with secret inputs masked (inputs.mask_snapshot): compare masked.
-        resolved = redact_tree(resolved, texts, exact=texts)
-        if _canonical(redact_tree(prov.params, texts, exact=texts)) != _canonical(resolved):
-            diffs = _param_differences(_without_nulls(prov.params), _without_nulls(resolved), "")
-            shown = ", ".join(diffs[:3]) + (f", and {len(diffs) - 3} more" if len(diffs) > 3 else "")
-            out.append({"probe": pid, "reason": f"collected with other parameters ({shown})"})
+        differs = _params_differ(prov.params, resolved, texts)
+        if differs:
+            out.append({"probe": pid, "reason": f"collected with other parameters ({differs})"})
+    return out
+
+
+def _params_differ(collected: Mapping[str, Any], resolved: Mapping[str, Any], texts: Any) -> str | None:
+    """How recorded parameters differ from the ones resolved now (None when they do not). A
+    snapshot is written with secret inputs masked (inputs.mask_snapshot): compared masked."""
+    from policyrun.masking import redact_tree
+
+    resolved = redact_tree(resolved, texts, exact=texts)
+    collected = redact_tree(collected, texts, exact=texts)
+    if _canonical(collected) == _canonical(resolved):
+        return None
+    diffs = _param_differences(_without_nulls(collected), _without_nulls(resolved), "")
+    return ", ".join(diffs[:3]) + (f", and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+
+
+def _stale_elements(state: _Collection, pid: str, spec: ProbeSpec, fact: Fact, texts: Any) -> list[str]:
+    """How a fan-out's recorded elements differ from what for_each gives now: other keys, or an
+    element collected with other parameters."""
+    if fact.error is not None:
+        return []  # the fan-out failed as a whole before its elements were resolved: nothing to compare
+    recorded = fact.provenance.elements or {}
+    found = state.elements(pid, spec)
+    if isinstance(found, tuple):
+        return [f"holds a value, but its elements cannot be resolved from this snapshot and these inputs "
+                f"({found[1]})"]
+    keys = [key for key, _ in found]
+    if sorted(keys) != sorted(recorded):
+        extra, lacking = sorted(set(recorded) - set(keys)), sorted(set(keys) - set(recorded))
+        return [f"collected for other elements of for_each (" + "; ".join(
+            part for part in (f"not expected: {', '.join(map(repr, extra[:5]))}" if extra else "",
+                              f"not collected: {', '.join(map(repr, lacking[:5]))}" if lacking else "") if part) + ")"]
+    out = []
+    for key, item in found:
+        element = recorded[key]
+        resolved = state.resolve(pid, spec, (item,))
+        if isinstance(resolved, tuple):
+            if element.error is None:
+                out.append(f"element {key!r} holds a value, but its parameters cannot be resolved ({resolved[1]})")
+            continue
+        if element.error is not None and element.params == dict(spec.with_):
+            continue
+        differs = _params_differ(element.params, resolved, texts)
+        if differs:
+            out.append(f"element {key!r} was collected with other parameters ({differs})")
     return out
 
 

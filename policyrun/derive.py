@@ -138,7 +138,7 @@ def _build(rulebook: Rulebook) -> DeriveGraph:
     partial = DeriveGraph((), reads, facts, status, {})
     params: dict[str, ParamReads] = {}
     for pid, probe in rulebook.probes.items():
-        params[pid] = _param_reads(probe.with_, partial)
+        params[pid] = _param_reads(probe.templates(), partial)
     graph = DeriveGraph((), reads, facts, status, params)
     return DeriveGraph(_order(rulebook, graph), reads, facts, status, params)
 

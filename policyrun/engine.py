@@ -58,6 +58,10 @@ def check_locations(rb: LoadedRulebook) -> dict[str, str]:
                     out[f"{key}.{part}"] = str(rb.locate((*base, "evidence", j, part)))
     for did in rb.model.derive:
         out[f"derive.{did}"] = str(rb.locate(("derive", did, "value")))
+    for pid, spec in rb.model.probes.items():
+        for part in ("for_each", "key"):  # a fan-out's errors name them
+            if getattr(spec, part) is not None:
+                out[f"probe.{pid}.{part}"] = str(rb.locate(("probes", pid, part)))
     for i, verdict in enumerate(rb.model.verdicts):
         out[f"verdict.{verdict.id}"] = str(rb.locate(("verdicts", i, "when")))
     object.__setattr__(rb, "_locations", out)

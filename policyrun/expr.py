@@ -21,8 +21,10 @@ from policyrun.celast import CheckedAst, PathRead, parse_serialized, variable_re
 from policyrun.celsyntax import explain as explain_syntax
 from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
-# `violations` is bound only while an evidence's own check and message are evaluated.
-VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations")
+# `violations` is bound only while an evidence's own check and message are evaluated, `item` only
+# while the `with:` and `key:` of a probe with `for_each` are resolved for one element.
+VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations", "item")
+_CONTEXTUAL = ("violations", "item")
 _ROOTS = frozenset(VARIABLES)
 
 _MISSING = object()
@@ -52,7 +54,11 @@ class Compiled:
     derived: frozenset[str] = frozenset()  # derived ids read as `derived.<id>...`
     reads_all_facts: bool = False  # `facts[x]` with a computed key: bind every fact
     fact_status: frozenset[str] = frozenset()  # probe ids asked about with failed()/error_code()
+    # failed(facts.p.k) / error_code(facts.p['k']): (probe id, element key) of fan-out elements asked about
+    element_status: frozenset[tuple[str, str]] = frozenset()
     strict_facts: frozenset[str] = frozenset()  # probe ids tested with has(facts.x): must be present
+    # (probe id, key) tested with has(facts.p.k): a fan-out's element that must have been collected
+    strict_elements: frozenset[tuple[str, str]] = frozenset()
 
     def fact_ids(self) -> frozenset[str]:
         """Probe ids whose facts this expression reads (`facts.<id>...`)."""
@@ -100,6 +106,7 @@ def _env() -> Any:
     variables = {name: dyn_map for name in VARIABLES}
     variables["mode"] = cel.Type.STRING
     variables["violations"] = cel.Type.List(cel.Type.DYN)
+    variables["item"] = cel.Type.DYN
     return cel.NewEnv(variables=variables,
                       extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
                       functions=declarations())
@@ -118,7 +125,7 @@ def _parse_cel_error(text: str) -> ExprError:
         return ExprError("X001", f"syntax error in the expression: {words}", line, col)
     if msg.startswith("undeclared reference"):
         msg = msg.replace(" (in container '')", "")
-        return ExprError("X003", f"{msg}; conditions may read only {', '.join(VARIABLES[:-1])}", line, col)
+        return ExprError("X003", f"{msg}; conditions may read only {', '.join(v for v in VARIABLES if v not in _CONTEXTUAL)}", line, col)
     return ExprError("X002", f"type error: {msg}", line, col)
 
 
@@ -149,7 +156,7 @@ def compile_expr(source: str) -> Compiled:
         raise _parse_cel_error(str(exc)) from None
     serialized = program.serialize()
     tree = parse_serialized(serialized)
-    rewritten, status = _fact_status_sugar(source, tree)
+    rewritten, status, elements = _fact_status_sugar(source, tree)
     if rewritten != source:
         # failed(facts.x) / error_code(facts.x) ask about a fact without reading it: compiled as
         # failed('x'), so the argument is never evaluated and is not a read of facts.x.
@@ -163,21 +170,32 @@ def compile_expr(source: str) -> Compiled:
                     facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
                     derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
                     reads_all_facts=any(r.parts == ("facts",) for r in reads),
-                    fact_status=frozenset(status),
+                    fact_status=frozenset(status), element_status=frozenset(elements),
                     strict_facts=frozenset(r.parts[1] for r in reads if len(r.parts) == 2 and r.parts[0] == "facts"
-                                           and r.test_only))
+                                           and r.test_only),
+                    strict_elements=frozenset((r.parts[1], r.parts[2]) for r in reads if len(r.parts) == 3
+                                              and r.parts[0] == "facts" and r.test_only))
 
 
 _STATUS_FUNCTIONS = ("failed", "error_code", "error_message")
-_FACT_ARG = re.compile(r"facts\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(['\"])([^'\"\\]*)\2\s*\])")
+_STEP = r"(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(['\"])([^'\"\\]*)\{n}\s*\])"
+_FACT_ARG = re.compile(r"facts\s*" + _STEP.replace("{n}", "2") + r"(?:\s*" + _STEP.replace("{n}", "5") + ")?")
 
 
-def _fact_status_sugar(source: str, tree: CheckedAst) -> tuple[str, set[str]]:
-    """The source with each `failed(facts.x)` / `error_code(facts.x)` argument replaced by 'x', and
-    the probe ids so asked about. Only arguments the syntax tree shows to be exactly a fact path
-    are rewritten (a string that looks like one is not)."""
+def element_id(probe: str, key: str) -> str:
+    """How failed()/error_code() name one element of a fan-out probe: `p[key]` (probe ids are
+    identifiers, so the first `[` ends the id whatever the key holds)."""
+    return f"{probe}[{key}]"
+
+
+def _fact_status_sugar(source: str, tree: CheckedAst) -> tuple[str, set[str], set[tuple[str, str]]]:
+    """The source with each `failed(facts.x)` / `error_code(facts.x)` argument replaced by 'x' (and
+    `failed(facts.x.k)` / `failed(facts.x['k'])`, one element of a fan-out, by 'x[k]'), the probe
+    ids so asked about and the elements. Only arguments the syntax tree shows to be exactly a fact
+    path are rewritten (a string that looks like one is not)."""
     spans: list[tuple[int, int, str]] = []
     ids: set[str] = set()
+    elements: set[tuple[str, str]] = set()
     stack = [tree.root]
     while stack:
         node = stack.pop()
@@ -186,18 +204,25 @@ def _fact_status_sugar(source: str, tree: CheckedAst) -> tuple[str, set[str]]:
                 or len(node.args) != 1:
             continue
         reads = variable_reads(CheckedAst(node.args[0], tree.positions, tree.line_offsets, {}), frozenset({"facts"}))
-        if len(reads) != 1 or len(reads[0].parts) != 2 or reads[0].node_id != node.args[0].id:
+        if len(reads) != 1 or len(reads[0].parts) not in (2, 3) or reads[0].node_id != node.args[0].id:
             continue
         start = tree.offset(reads[0].root_id)
         m = _FACT_ARG.match(source, start)
-        probe = reads[0].parts[1]
+        parts = reads[0].parts
+        probe = parts[1]
         if m is None or (m.group(1) or m.group(3)) != probe:
             continue
-        spans.append((m.start(), m.end(), probe))
+        if len(parts) == 3:
+            if m.group(4) is None and m.group(6) is None or (m.group(4) or m.group(6)) != parts[2]:
+                continue
+            spans.append((m.start(), m.end(), element_id(probe, parts[2])))
+            elements.add((probe, parts[2]))
+        else:
+            spans.append((m.start(), m.end(), probe))
         ids.add(probe)
-    for start, end, probe in sorted(spans, reverse=True):
-        source = source[:start] + repr(probe) + source[end:]
-    return source, ids
+    for start, end, name in sorted(spans, reverse=True):
+        source = source[:start] + repr(name) + source[end:]
+    return source, ids, elements
 
 
 def compile_condition(source: str) -> Compiled:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun import limits
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
-from policyrun.facts import FactsSnapshot
+from policyrun.facts import FactsSnapshot, fact_code
 from policyrun.model import Rulebook
 
 Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
@@ -80,11 +80,10 @@ class fact_status_of(Mapping[str, "str | None"]):
         self.facts = facts.facts
         self.tainted: dict[str, str] = {}  # filled by the derive stage (policyrun.derive)
 
-    def __getitem__(self, pid: str) -> str | None:
-        if pid in self.tainted:
+    def __getitem__(self, name: str) -> str | None:
+        if name.partition("[")[0] in self.tainted:
             return TAINTED
-        error = self.facts[pid].error
-        return error.code if error is not None else None
+        return fact_code(self.facts, name)
 
     def __iter__(self) -> Any:
         return iter(self.facts)
@@ -119,9 +118,13 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
     fact_ids = sorted(compiled.fact_ids() | compiled.fact_status
                       | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     missing = [r for r in reads if r.get("missing")]
-    # A presence test of a whole fact (`has(facts.x)`) must not turn a failed probe into false:
-    # failed(facts.x) is the way to ask. Other missing reads are decided by evaluation (below).
-    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")):
+    # A presence test of a whole fact (`has(facts.x)`), or of one element of a fan-out
+    # (`has(facts.p.k)`), must not turn a failed probe or element into false: failed(facts.x) is
+    # the way to ask. Other missing reads are decided by evaluation (below).
+    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")) \
+            or (compiled.strict_elements and any(
+                rec.get("missing") and tuple(parts[1:3]) in compiled.strict_elements
+                for rec, parts in zip(reads, compiled.read_parts) if parts[0] == "facts" and len(parts) == 3)):
         return compiled, reads, fact_ids, (_missing_message(missing), False)
     return compiled, reads, fact_ids, None
 
@@ -149,11 +152,27 @@ def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) ->
     return evaluate(compiled, ctx.variables, ctx.activation)
 
 
-def _failure(ctx: EvalContext, key: str, outcome: Any) -> tuple[str, bool]:
+def _failed_elements(ctx: EvalContext, reads: Sequence[Rec]) -> str:
+    """For a missing key: the failed elements of the fan-out facts read, since a key a check could
+    not find in a fan-out's map is most often an element whose run failed."""
+    notes = []
+    for pid in dict.fromkeys(r["path"].split(".")[1] for r in reads if r["path"].startswith("facts.")
+                             and r["path"].count(".") >= 1):
+        fact = ctx.facts.facts.get(pid)
+        elements = fact.provenance.elements if fact is not None else None
+        failed = [(k, e.error) for k, e in (elements or {}).items() if e.error is not None]
+        if failed:
+            shown = "; ".join(f"{k!r} {err.code}: {err.message}" for k, err in failed[:3])
+            more = f"; {len(failed) - 3} more" if len(failed) > 3 else ""
+            notes.append(f"facts.{pid} has failed elements: {shown}{more}")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _failure(ctx: EvalContext, key: str, outcome: Any, reads: Sequence[Rec] = ()) -> tuple[str, bool]:
     """(message, is_error) for a failed evaluation. A bound that was hit is one line naming the
     rulebook location, never the expression itself."""
     if outcome.kind == "missing_key":
-        return f"missing value: {outcome.error}", False
+        return f"missing value: {outcome.error}{_failed_elements(ctx, reads)}", False
     if outcome.kind == "unknown":
         return outcome.error or "unknown", False
     where = ctx.locations.get(f"{key}.check") or ctx.locations.get(key)
@@ -175,7 +194,7 @@ def run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | N
         missing = [r for r in reads if r.get("missing")]
         if missing and outcome.kind in ("missing_key", "error"):
             return CheckOutcome("UNKNOWN", reads, fact_ids, _missing_message(missing), error=_defect(ctx, missing))
-        message, error = _failure(ctx, key, outcome)
+        message, error = _failure(ctx, key, outcome, reads)
         return CheckOutcome("UNKNOWN", reads, fact_ids, message, error=error, deliberate=outcome.kind == "unknown")
     if not isinstance(outcome.value, bool):
         return CheckOutcome("UNKNOWN", reads, fact_ids,
@@ -195,7 +214,7 @@ def run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
         missing = [r for r in reads if r.get("missing")]
         if missing and outcome.kind in ("missing_key", "error"):
             return ValueOutcome(None, reads, fact_ids, _missing_message(missing), _defect(ctx, missing))
-        message, error = _failure(ctx, key, outcome)
+        message, error = _failure(ctx, key, outcome, reads)
         return ValueOutcome(None, reads, fact_ids, message, error)
     return ValueOutcome(outcome.value, reads, fact_ids)
 
@@ -209,6 +228,14 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
             return {"path": path, "missing": True, "error": f"{fact.error.code}: {fact.error.message}"}
         if ctx.tainted and parts[1] in ctx.tainted:
             return {"path": path, "missing": True, "error": f"{TAINTED}: {ctx.tainted[parts[1]]}"}
+        elements = fact.provenance.elements
+        if elements is not None and len(parts) > 2:
+            # One element of a fan-out: its own error, or a key for_each did not give.
+            element = elements.get(parts[2])
+            if element is None:
+                return {"path": path, "missing": True, "error": f"not collected: for_each gave no element {parts[2]!r}"}
+            if element.error is not None:
+                return {"path": path, "missing": True, "error": f"{element.error.code}: {element.error.message}"}
     elif parts[0] == "derived" and len(parts) > 1 and parts[1] in ctx.derived_errors:
         return {"path": path, "missing": True, "error": ctx.derived_errors[parts[1]]}
     elif parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,13 @@ class Provenance(BaseModel):
     finished_at: str | None = Field(default=None, description="UTC ISO-8601 timestamp.")
     duration_s: float | None = None
     error: FactError | None = None
+    # Left out of the serialised form when absent, so snapshots and digests of probes without
+    # for_each are what they were before fan-out existed.
+    elements: dict[str, Provenance] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="A probe with `for_each`: each element's key → its own provenance (parameters, commands, "
+                    "timings) and error. The fact's value maps the keys of the elements collected without error "
+                    "to their values.")
 
 
 class Fact(BaseModel):
@@ -72,6 +79,21 @@ class Fact(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def fact_code(facts: Mapping[str, Fact], name: str) -> str | None:
+    """What failed()/error_code() answer for `name`: a probe id, or `p[key]` for one element of a
+    fan-out probe. The error code, or None when collected without error; KeyError when it was not
+    collected (no such fact, or no such element)."""
+    pid, bracket, rest = name.partition("[")
+    fact = facts[pid]
+    if fact.error is not None or not bracket:
+        return fact.error.code if fact.error is not None else None
+    elements = fact.provenance.elements
+    if elements is None:
+        raise KeyError(name)
+    error = elements[rest[:-1]].error
+    return error.code if error is not None else None
 
 
 class FactsSnapshot(BaseModel):
@@ -119,11 +141,14 @@ class FactsSnapshot(BaseModel):
 
 
 _TIME_KEYS = frozenset({"started_at", "finished_at", "duration_s"})
-_TIME_FIELDS: Any = {"facts": {"__all__": {"provenance": set(_TIME_KEYS)}}}
+_TIME_FIELDS: Any = {"facts": {"__all__": {"provenance": {
+    **dict.fromkeys(_TIME_KEYS, True), "elements": {"__all__": set(_TIME_KEYS)}}}}}
 
 
 def _strip_times(fact: dict[str, Any]) -> dict[str, Any]:
     prov = {k: v for k, v in fact.get("provenance", {}).items() if k not in _TIME_KEYS}
+    if isinstance(prov.get("elements"), dict):
+        prov["elements"] = {k: {f: v for f, v in e.items() if f not in _TIME_KEYS} for k, e in prov["elements"].items()}
     return {**fact, "provenance": prov}
 
 

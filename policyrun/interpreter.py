@@ -7,7 +7,8 @@ docs/semantics.md):
 1. not in the mode, or its mode `when` is false  → SKIPPED ("outside mode M")
 2. a required earlier phase did not PASS          → SKIPPED ("gated by X=STATUS")
 3. a precondition does not hold (or is unknown)   → BLOCKED, naming the condition
-4. the first stop condition that holds            → its status (STOPPED by default)
+4. the first stop condition that holds            → its status (STOPPED by default); the evidence
+                                                     is still evaluated and recorded, imposing nothing
 5. evidence checks; the most severe outcome wins  → STOPPED > BLOCKED > FAIL, else PASS
 Fail closed: a check that reads a missing or failed fact (or a derived value that could not be
 computed) is UNKNOWN, never SATISFIED, and an evaluation error is never a pass.
@@ -185,6 +186,9 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
             rec["outcome"] = "BLOCKED"
             return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, rec["message"])
 
+    # The first stop condition that holds (or cannot be ruled out) decides the status; every
+    # evidence item is still evaluated and recorded, so the trace shows the whole phase.
+    stopped: tuple[str, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
         key = f"phase.{phase.id}.stop_when.{i}"
         outcome = _run_check(ctx, stop.when, key)
@@ -195,26 +199,34 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
             rec["outcome"] = stop.status
-            return record(stop.status, f"stop condition {stop.id or stop.when!r} holds", checks, rec["message"],
-                          _check_next(ctx, stop.next))
+            stopped = (stop.status, f"stop condition {stop.id or stop.when!r} holds", rec["message"],
+                       _check_next(ctx, stop.next))
+            break
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
                 rec["outcome"] = policy
                 rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
-                return record(policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
-                              checks, rec["message"], _check_next(ctx, stop.next))
+                stopped = (policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
+                           rec["message"], _check_next(ctx, stop.next))
+                break
 
     worst: tuple[int, Rec, str | None] | None = None  # (severity, deciding record, its next action)
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
-        if rec["outcome"] is not None and _waive(ctx, phase.id, ev.id, rec):
+        if stopped is not None:
+            # Recorded with its result and message, but it imposes nothing: the stop condition
+            # decided the status (so no check outranks the phase it belongs to).
+            rec["outcome"] = None
+        elif rec["outcome"] is not None and _waive(ctx, phase.id, ev.id, rec):
             rec["outcome"] = None
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
             worst = (SEVERITY[status], rec, ev.next)
+    if stopped is not None:
+        return record(stopped[0], stopped[1], checks, stopped[2], stopped[3])
     waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
     # A waiver is named in the phase's reason whatever the status, so no report can hide it.
     waived_note = f"; WAIVED: {', '.join(waived)}" if waived else ""
@@ -241,10 +253,30 @@ def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: Rec) -> bool:
     return True
 
 
+NOT_APPLICABLE_CODE = "probe.not_applicable"  # collect.NOT_APPLICABLE: a probe whose `when` is false
+
+
+def _not_applicable(outcome: CheckOutcome) -> str | None:
+    """Why a check is NOT_APPLICABLE rather than UNKNOWN: the decision needed facts, and every fact it
+    lacked is of a probe whose `when` was false (the rulebook chose not to collect it). A
+    check that also lacks a fact for any other reason stays UNKNOWN (fail closed)."""
+    if outcome.result != "UNKNOWN" or outcome.error or outcome.deliberate:
+        return None
+    missing = [r for r in outcome.reads if r.get("missing")]
+    if not missing or not all(str(r.get("error", "")).startswith(NOT_APPLICABLE_CODE + ":") for r in missing):
+        return None
+    probes = sorted(dict.fromkeys(".".join(r["path"].split(".")[:2]) for r in missing))
+    return f"not applicable: {', '.join(probes)} not collected (its probe's `when` is false)"
+
+
 def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
     condition = ev.condition
     if ev.applies_when is not None:
         gate = _run_check(ctx, ev.applies_when, f"{key}.applies_when")
+        skipped = _not_applicable(gate)
+        if skipped is not None:
+            return _record(ctx, ev.id, "evidence", condition,
+                           CheckOutcome("NOT_APPLICABLE", gate.reads, gate.facts, skipped), key)
         if gate.result == "UNSATISFIED":
             return _record(ctx, ev.id, "evidence", condition,
                            CheckOutcome("NOT_APPLICABLE", gate.reads, gate.facts,
@@ -261,6 +293,10 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
         extra_reads, extra_facts = found.reads, found.facts
         if not found.ok:
             outcome = CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error)
+            skipped = _not_applicable(outcome)
+            if skipped is not None:
+                return _record(ctx, ev.id, "evidence", condition,
+                               CheckOutcome("NOT_APPLICABLE", found.reads, found.facts, skipped), key)
             return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
         if not isinstance(found.value, list):
             outcome = CheckOutcome("UNKNOWN", found.reads, found.facts,
@@ -276,6 +312,9 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
         if extra_reads:
             outcome.reads = extra_reads + [r for r in outcome.reads if r["path"] != "violations"]
             outcome.facts = sorted(set(outcome.facts) | set(extra_facts))
+    skipped = _not_applicable(outcome)
+    if skipped is not None:
+        outcome = CheckOutcome("NOT_APPLICABLE", outcome.reads, outcome.facts, skipped)
     rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
     if violations is not None:
         rec["violations"] = _summarise(violations)

@@ -36,6 +36,10 @@ RESULTS_NODES = 1_000_000  # YAML results files, after alias expansion
 # below what costs time to convert.
 NUMBER_CHARS = 100
 
+# A probe's `for_each`: elements of one fan-out. Each element is one run of the probe (scheduled
+# on collection's bounded worker pool, never a thread each) and one entry of the fact's map.
+FANOUT_ELEMENTS = 10_000
+
 # Report templates: rulebooks may ship them, so they are bounded like untrusted code.
 TEMPLATE_BYTES = 1 * MIB
 TEMPLATE_SECONDS = 30.0  # wall clock for one report

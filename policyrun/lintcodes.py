@@ -130,6 +130,15 @@ _TABLE = [
        "Every check of the phase that reads a test-results fact holds for a report with zero tests "
        "(`<testsuites/>`), so the gate passes when nothing ran. Require tests to have run: "
        "`&& facts.unit.totals.tests > 0`, or an evidence `facts.unit.totals.passed > 0`."),
+    _c("L040", "error", "A probe's `when` reads facts or derived values",
+       "`when` is decided before collection, so it may read only `inputs`, `vars` and `mode`. To skip a check "
+       "because of a fact, give the check an `applies_when`."),
+    _c("L041", "error", "Reads `item` outside a fan-out probe",
+       "`item` is the element one run of a probe with `for_each` is for: only that probe's `with:` and `key:` "
+       "can read it."),
+    _c("L042", "error", "Asks about an element of a probe without `for_each`",
+       "`failed(facts.p.k)` and `error_code(facts.p['k'])` ask about one element of a fan-out. For a probe "
+       "without `for_each`, ask about the whole fact: `failed(facts.p)`."),
     _c("O001", "error", "Overlay base not found, or overlay without a name",
        "`extends` must name a rulebook file or a shipped rulebook, and an overlay needs its own `name`."),
     _c("O002", "error", "`extends` cycle or chain too long",

@@ -99,14 +99,42 @@ class Mode(BaseModel):
         return v
 
 
+_ONE_TEMPLATE = r"^\s*\$\{[\s\S]*\}\s*$"
+
+
 class ProbeSpec(BaseModel):
     model_config = _STRICT
 
     uses: str = Field(description="A registered probe kind; `policyrun probes` lists them.")
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     modes: list[str] | None = Field(default=None, description="Collect only in these modes (default: all).")
+    when: Expression | None = Field(
+        default=None, description="A CEL condition over inputs, vars and mode, decided before collection: when "
+                                  "false the probe is not collected (error code probe.not_applicable).")
+    for_each: str | None = Field(
+        default=None, pattern=_ONE_TEMPLATE,
+        description="`${...}` giving a list: the probe runs once per element (bound as `item` in `with:` and "
+                    "`key:`), and its fact is a map from each element's key to its value.")
+    key: str | None = Field(
+        default=None, description="With for_each: the key of an element's value, e.g. `${item.name}` (default: "
+                                  "the element itself, which must then be a string).")
     timeout_s: float = Field(default=60.0, gt=0)
     description: str = ""
+
+    @model_validator(mode="after")
+    def _key_needs_for_each(self) -> ProbeSpec:
+        if self.key is not None and self.for_each is None:
+            raise ValueError("`key` names the key of each element of a `for_each`; add `for_each` or remove `key`")
+        return self
+
+    def templates(self) -> dict[str, Any]:
+        """Every field whose `${...}` templates are resolved at collection (what the probe waits for)."""
+        out: dict[str, Any] = {"with": self.with_}
+        if self.for_each is not None:
+            out["for_each"] = self.for_each
+        if self.key is not None:
+            out["key"] = self.key
+        return out
 
 
 class Condition(BaseModel):

@@ -27,6 +27,14 @@ from policyrun.yamlsource import load_yaml_file
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
+def _without_extensions(data: Any) -> Any:
+    """A mapping without its `x-` keys: they hold YAML anchors (`x-base: &base {...}`) that cases
+    reuse with `<<: *base` or `*base`, and mean nothing to policyrun (as in Compose files)."""
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
+    return data
+
+
 class Expect(BaseModel):
     model_config = _STRICT
 
@@ -56,14 +64,28 @@ class Case(BaseModel):
     mode: str
     inputs: dict[str, Any] = Field(default_factory=dict)
     facts: dict[str, Any] = Field(default_factory=dict,
-                                  description="Inline facts by probe id; `{__error__: code}` for a failed probe.")
+                                  description="Inline facts by probe id; `{__error__: code}` for a failed probe "
+                                              "(or, inside a fan-out's map, a failed element).")
     facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file, "
                                                                      "stacked after the suite's: a later file's "
                                                                      "fact replaces an earlier one's.")
+    merge: bool | list[str] = Field(
+        default=False, description="How inline facts meet the snapshot facts of the same id: false (default) "
+                                   "replaces the fact; true merges every inline fact into it, a list merges "
+                                   "those probe ids only (JSON Merge Patch, RFC 7386: objects merge key by key, "
+                                   "null removes a key, anything else replaces).")
     waivers: str | None = Field(default=None, description="A waivers file, relative to the test file.")
     as_of: date | None = Field(default=None, description="The date waivers are checked against (required with "
                                                          "`waivers`, so the case does not change with the calendar).")
     expect: Expect
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extensions(cls, data: Any) -> Any:
+        return _without_extensions(data)
+
+    def merges(self, pid: str) -> bool:
+        return self.merge is True or (isinstance(self.merge, list) and pid in self.merge)
 
     @model_validator(mode="after")
     def _dated(self) -> Case:
@@ -81,6 +103,11 @@ class Suite(BaseModel):
                                                                      "order (a later file's fact replaces an "
                                                                      "earlier one's).")
     cases: list[Case]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extensions(cls, data: Any) -> Any:
+        return _without_extensions(data)
 
 
 @dataclass
@@ -148,6 +175,20 @@ class Coverage:
             return "COMPUTED" in got
         return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE", "DELIBERATE_UNKNOWN"})
 
+    def missing(self, key: str) -> list[str]:
+        """The results the suite still has to produce for `key` to be covered (empty when covered)."""
+        got = self.seen[key]
+        if key.startswith("derive/"):
+            return [] if "COMPUTED" in got else ["COMPUTED"]
+        out = [] if "SATISFIED" in got else ["SATISFIED"]
+        if not got & {"UNSATISFIED", "NOT_APPLICABLE", "DELIBERATE_UNKNOWN"}:
+            out.append("UNSATISFIED")
+        return out
+
+    def missing_text(self, key: str) -> str:
+        """`never UNSATISFIED`, `never SATISFIED, never UNSATISFIED`: what a case still has to show."""
+        return ", ".join(f"never {r}" for r in self.missing(key))
+
     @property
     def percent(self) -> float:
         if not self.seen:
@@ -180,13 +221,25 @@ def load_suite(path: Path) -> Suite:
                             findings=findings) from None
 
 
-def _inline_facts(facts: dict[str, Any]) -> FactsSnapshot:
+def _error_of(value: Any) -> FactError | None:
+    if isinstance(value, dict) and "__error__" in value:
+        return FactError(code=str(value["__error__"]), message=str(value.get("message", "probe failed")))
+    return None
+
+
+def _inline_facts(facts: dict[str, Any], fan_outs: frozenset[str] = frozenset()) -> FactsSnapshot:
+    """Inline facts as a snapshot. For a probe with `for_each` (`fan_outs`), the value is a map of
+    elements, and an element stated as `{__error__: code}` is that element's error."""
     out: dict[str, Fact] = {}
     for pid, value in facts.items():
         prov = Provenance(probe=pid, kind="test")
-        if isinstance(value, dict) and "__error__" in value:
-            err = FactError(code=str(value["__error__"]), message=str(value.get("message", "probe failed")))
+        err = _error_of(value)
+        if err is not None:
             out[pid] = Fact(error=err, provenance=prov.model_copy(update={"error": err}))
+        elif pid in fan_outs and isinstance(value, dict):
+            elements = {k: prov.model_copy(update={"error": _error_of(v)}) for k, v in value.items()}
+            out[pid] = Fact(value={k: v for k, v in value.items() if _error_of(v) is None},
+                            provenance=prov.model_copy(update={"elements": elements}))
         else:
             out[pid] = Fact(value=value, provenance=prov)
     return FactsSnapshot(facts=out)
@@ -201,6 +254,41 @@ def stack_snapshots(snapshots: list[tuple[str, FactsSnapshot]]) -> dict[str, Fac
     for _, snap in snapshots:
         stacked.update(snap.facts)
     return stacked
+
+
+def _patched(case: Case, snapshot: dict[str, Fact]) -> dict[str, Any]:
+    """The case's inline facts, those it merges applied to the snapshot's values as merge patches."""
+    out = dict(case.facts)
+    wanted = case.merge if isinstance(case.merge, list) else []
+    for pid in wanted:
+        if pid not in case.facts:
+            raise UsageError(f"case {case.name!r}: merge names {pid!r}, but the case states no fact {pid!r}",
+                             code="U020")
+    for pid, patch in case.facts.items():
+        if not case.merges(pid) or (isinstance(patch, dict) and "__error__" in patch):
+            continue  # an error stated inline is the fact, whatever the snapshot held
+        base = snapshot.get(pid)
+        if base is None or base.error is not None:
+            why = f"its snapshot fact failed ({base.error.code})" if base is not None and base.error is not None \
+                else "no snapshot file holds it"
+            raise UsageError(f"case {case.name!r}: cannot merge fact {pid!r} into the snapshot: {why}; state the "
+                             "whole fact without `merge`", code="U020")
+        out[pid] = merge_patch(base.value, patch)
+    return out
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """JSON Merge Patch (RFC 7386): objects merge key by key, null removes a key, anything else
+    (a list, a scalar) replaces the target."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
 
 
 @dataclass
@@ -240,9 +328,11 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
             continue
         try:
             snapshots = [snapshot(f) for f in [*suite.facts_files, *case.facts_files]]
-            inline = _inline_facts(case.facts)
-            # Inline facts override snapshot facts of the same id: a case states what differs.
+            # Inline facts override snapshot facts of the same id (or, with `merge`, patch them):
+            # a case states what differs.
             merged = stack_snapshots(snapshots)
+            fan_outs = frozenset(pid for pid, spec in rb.model.probes.items() if spec.for_each is not None)
+            inline = _inline_facts(_patched(case, merged), fan_outs)
             facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)

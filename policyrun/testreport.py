@@ -60,6 +60,7 @@ def render_json(outcome: Outcome) -> str:
         "coverage": {"percent": round(cov.percent, 1), "covered": len(cov.seen) - len(_uncovered(cov)),
                      "total": len(cov.seen), "min_coverage": outcome.min_coverage,
                      "uncovered": _uncovered(cov),
+                     "missing": {k: cov.missing(k) for k in _uncovered(cov)},
                      "conditions": {k: sorted(v) for k, v in sorted(cov.seen.items())}},
     }
     return json_controls(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
@@ -92,6 +93,6 @@ def render_junit(outcome: Outcome) -> str:
         if not outcome.coverage_ok:
             why = f"coverage {cov.percent:.1f}% is below --min-coverage {outcome.min_coverage:g}%"
             failure = ET.SubElement(case, "failure", type="FAIL", message=why)
-            failure.text = _x("uncovered:\n" + "\n".join(_uncovered(cov)))
+            failure.text = _x("uncovered:\n" + "\n".join(f"{k}: {cov.missing_text(k)}" for k in _uncovered(cov)))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -7,6 +7,7 @@ through field selections, constant indexes and comprehension variables — and r
 - L028: a field the schema does not have (with a did-you-mean), for fields of objects whose
   schema lists its properties;
 - L029: a comparison of a field whose schema type is known with a constant of another type.
+A probe with `for_each` has a map from element keys to the kind's values: `facts.p[key].field`.
 Attestation documents are checked against the schema the rulebook declares for them. Where a
 schema is open (no `properties`, `additionalProperties: true`) nothing below it is checked.
 """
@@ -132,6 +133,12 @@ def fact_schemas(model: Any) -> dict[str, SchemaView]:
         doc_schema = model.schemas.get(spec.with_.get("schema")) if spec.uses == "attestation" else None
         if isinstance(doc_schema, Mapping) and isinstance(schema.get("properties"), Mapping):
             schema["properties"] = {**schema["properties"], "document": doc_schema}
+        if spec.for_each is not None:
+            # A fan-out's fact maps each element's key to one value of the kind: facts.p[key].field.
+            # `$defs` stay at the root, where the element schema's `$ref`s point.
+            element = {k: v for k, v in schema.items() if k != "$defs"}
+            schema = {"type": "object", "additionalProperties": element,
+                      **({"$defs": schema["$defs"]} if "$defs" in schema else {})}
         out[pid] = SchemaView(schema)
     return out
 

@@ -102,3 +102,27 @@ phases:
     assert out.count("asked only whether smi failed, never read: failed (refused.permission)") == 2
     assert "asked only whether cfg" not in out and "from cfg (const)" in out
     assert "error: refused.permission: needs permission 'exec'" in out
+
+
+def test_a_stopped_phase_still_shows_every_evidence_result(tmp_path: Path) -> None:
+    """docs/semantics.md: when a stop condition fires, the evidence is still evaluated and shown."""
+    from policyrun.engine import evaluate
+    from policyrun.facts import Fact, FactsSnapshot, Provenance
+    from policyrun.rulebook import load_rulebook
+    from policyrun.traceconsistency import inconsistencies
+
+    rb_path = tmp_path / "rb.yaml"
+    rb_path.write_text(
+        "policyrun: 1\nname: stop\nmodes: {m: {phases: [A]}}\n"
+        "probes: {n: {uses: const, with: {value: 3}}}\n"
+        "phases:\n  - id: A\n    stop_when: [{id: halt, when: 'facts.n == 3', blocker: halted}]\n"
+        "    evidence:\n      - {id: small, check: 'facts.n < 2', message: 'too big: ${facts.n}'}\n"
+        "      - {id: odd, check: 'facts.n % 2 == 1'}\n")
+    facts = FactsSnapshot(facts={"n": Fact(value=3, provenance=Provenance(probe="n", kind="const"))})
+    trace = evaluate(load_rulebook(rb_path), mode="m", inputs={}, facts=facts, timestamp=False)
+    assert inconsistencies(trace) == []
+    text = render_explain(trace)
+    assert "stop_when halt: SATISFIED -> phase STOPPED" in text
+    assert "evidence small: UNSATISFIED" in text and "too big: 3" in text
+    assert "evidence odd: SATISFIED" in text
+    assert "decided by: stop_when halt -> STOPPED" in text

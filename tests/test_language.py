@@ -91,6 +91,14 @@ def test_case(path: Path, tmp_path: Path) -> None:
         pid, cid = ref.split(".")
         found = {c.id: c.result for c in by_id[pid].evidence}
         assert found.get(cid) == result, found
+    for ref, outcome in expect.get("outcomes", {}).items():
+        pid, cid = ref.split(".")
+        found_outcomes = {c.id: c.outcome for c in by_id[pid].evidence}
+        assert cid in found_outcomes and found_outcomes[cid] == outcome, found_outcomes
+    for ref, text in expect.get("messages", {}).items():
+        pid, cid = ref.split(".")
+        found_messages = {c.id: c.message for c in by_id[pid].evidence}
+        assert text in (found_messages.get(cid) or ""), found_messages
     if "verdict" in expect:
         assert trace.verdict.id == expect["verdict"]
     if "exit_code" in expect:

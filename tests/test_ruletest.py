@@ -386,3 +386,107 @@ def test_lint_of_a_test_file_reports_schema_errors_and_a_missing_rulebook(
     assert f"{suite}:2:11: K001 the rulebook './gone.yaml' cannot be loaded" in out
     _suite(tmp_path, PASSING)
     assert main(["lint", str(tmp_path / "tiny.test.yaml")]) == 0
+
+
+def test_uncovered_checks_name_the_outcomes_still_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    only_clean = PASSING.split("  - name: a broken build")[0]
+    _suite(tmp_path, only_clean)
+    assert main(["test", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "uncovered BUILD/evidence/built: SATISFIED; missing: never UNSATISFIED" in out
+    assert main(["test", str(tmp_path), "--format", "json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["coverage"]["missing"] == {"BUILD/evidence/built": ["UNSATISFIED"],
+                                          "BUILD/evidence/quiet": ["UNSATISFIED"]}
+
+
+SNAPSHOT = """\
+{"policyrun_facts": 1, "facts": {"build": {"value": {"ok": true, "warnings": 0, "log": {"lines": 10, "tail": "done"}},
+ "provenance": {"probe": "build", "kind": "const"}}}}
+"""
+
+ANCHORED = """\
+policyrun_test: 1
+rulebook: tiny.yaml
+x-broken: &broken
+  phases: {BUILD: FAIL}
+  exit_code: 1
+facts_files: [build.facts.json]
+cases:
+  - name: merged warnings keep the rest of the snapshot fact
+    x-note: an x- key in a case is ignored too
+    mode: ci
+    merge: true
+    facts: {build: {warnings: 2, log: {tail: null}}}
+    expect: {phases: {BUILD: WARN}, messages: {BUILD.quiet: "2 warnings"}, derived: {}}
+  - name: replacing the fact drops what the case does not restate
+    mode: ci
+    facts: {build: {warnings: 0}}
+    expect: {phases: {BUILD: BLOCKED}}
+  - name: merge by probe id
+    mode: ci
+    merge: [build]
+    facts: {build: {ok: false}}
+    expect: *broken
+"""
+
+
+def test_cases_merge_facts_into_the_snapshot_and_ignore_x_keys(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "build.facts.json").write_text(SNAPSHOT)
+    _suite(tmp_path, ANCHORED)
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
+    assert "3 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    from policyrun.ruletest import merge_patch
+
+    target = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
+    assert merge_patch(target, {"a": {"c": [3], "e": None}, "d": None, "f": {"g": 1}}) == \
+        {"a": {"b": 1, "c": [3]}, "f": {"g": 1}}
+    assert merge_patch(target, [1]) == [1]
+    assert target == {"a": {"b": 1, "c": [1, 2]}, "d": "x"}  # the snapshot's value is not modified
+
+
+def test_merging_into_a_fact_no_snapshot_holds_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _suite(tmp_path, PASSING.replace("    facts: {build: {ok: true, warnings: 0}}",
+                                     "    merge: true\n    facts: {build: {ok: true}}"))
+    assert main(["test", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "cannot run" in out and "cannot merge fact 'build' into the snapshot: no snapshot file holds it" in out
+
+
+FANOUT_RB = """\
+policyrun: 1
+name: fan
+vars: {packages: [numpy, torch]}
+modes: {ci: {phases: [PINNED]}}
+probes:
+  pins: {uses: pins.package, for_each: "${vars.packages}", with: {package: "${item}"}}
+phases:
+  - id: PINNED
+    evidence:
+      - {id: numpy, check: "facts.pins.numpy.distinct == ['1.26']"}
+      - {id: torch_failed, check: "!failed(facts.pins.torch)"}
+"""
+
+
+def test_a_case_states_a_failed_element_of_a_fan_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "fan.yaml").write_text(FANOUT_RB)
+    (tmp_path / "fan.test.yaml").write_text("""\
+policyrun_test: 1
+rulebook: fan.yaml
+cases:
+  - name: torch failed, numpy pinned
+    mode: ci
+    facts: {pins: {numpy: {distinct: ["1.26"]}, torch: {__error__: pins.no_files}}}
+    expect: {checks: {PINNED.numpy: SATISFIED, PINNED.torch_failed: UNSATISFIED}, phases: {PINNED: FAIL}}
+  - name: both collected
+    mode: ci
+    facts: {pins: {numpy: {distinct: ["1.26"]}, torch: {distinct: ["2.9"]}}}
+    expect: {phases: {PINNED: PASS}}
+""")
+    assert main(["test", str(tmp_path / "fan.test.yaml")]) == 0, capsys.readouterr().out

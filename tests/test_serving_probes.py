@@ -35,11 +35,9 @@ DOCKER_DATA = Path(__file__).parent / "data" / "docker"
 Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, dict[str, Route], list[tuple[str, str, dict[str, str], bytes]]]]:
-    """A loopback HTTP server: (base URL, routes to fill in, requests seen)."""
-    routes: dict[str, Route] = {}
-    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+def handler_for(routes: dict[str, Route], seen: list[tuple[str, str, dict[str, str], bytes]]
+                ) -> type[BaseHTTPRequestHandler]:
+    """A request handler answering from `routes` (404 elsewhere) and logging each request in `seen`."""
 
     class Handler(BaseHTTPRequestHandler):
         def _any(self) -> None:
@@ -61,7 +59,15 @@ def server() -> Iterator[tuple[str, dict[str, Route], list[tuple[str, str, dict[
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, dict[str, Route], list[tuple[str, str, dict[str, str], bytes]]]]:
+    """A loopback HTTP server: (base URL, routes to fill in, requests seen)."""
+    routes: dict[str, Route] = {}
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(routes, seen))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

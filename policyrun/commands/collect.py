@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.collect import collect, make_progress, plan, unset_input_probes
+    from policyrun.collect import NOT_APPLICABLE, collect, make_progress, plan, unset_input_probes
     from policyrun.engine import check_locations, load_checked
     from policyrun.errors import terminal_text
     from policyrun.inputs import mask_snapshot, resolve_inputs, select_mode
@@ -61,13 +61,19 @@ def run(args: argparse.Namespace) -> int:
         from policyrun.outfiles import write_file
 
         write_file(Path(args.output), text, code="U007", fix="choose another -o path")
-    not_run = unset_input_probes(facts, plan(rb.model, mode, only).deps)
-    failed = sorted(pid for pid, fact in facts.facts.items() if not fact.ok and pid not in not_run)
+    deps = plan(rb.model, mode, only).deps
+    not_run = unset_input_probes(facts, deps)
+    # A probe whose `when` is false (and what waits for it) was left out by the rulebook's choice.
+    not_applicable = unset_input_probes(facts, deps, NOT_APPLICABLE) - not_run
+    failed = sorted(pid for pid, fact in facts.facts.items()
+                    if not fact.ok and pid not in not_run and pid not in not_applicable)
     code = EXIT_BLOCKED if failed else EXIT_OK
     where = "stdout" if args.output == "-" else args.output
     parts = [f"{len(facts.facts)} facts", f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else "")]
     if not_run:
         parts.append(f"{len(not_run)} not run for an unset input ({', '.join(sorted(not_run))})")
+    if not_applicable:
+        parts.append(f"{len(not_applicable)} not applicable ({', '.join(sorted(not_applicable))})")
     line = f"collect: {', '.join(parts)} → {where}"
     if failed:
         line += f"\ncollect: exit {code}: the snapshot is incomplete; evaluating it treats those facts as missing"
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     sys.stderr.write(terminal_text(f"collect: {rulebook_ref(rb).identity()}\n{line}") + "\n")
     if args.json:
-        summary = _summary(facts, rb, mode, Path(args.output), failed, not_run, code,
+        summary = _summary(facts, rb, mode, Path(args.output), failed, not_run | not_applicable, code,
                            time.perf_counter() - started)
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return code
@@ -87,7 +93,7 @@ def _summary(facts: Any, rb: Any, mode: str, output: Path, failed: list[str], no
     probes = []
     for pid, fact in facts.facts.items():
         err = fact.error
-        status = "ok" if err is None else ("not_run" if pid in not_run else "failed")
+        status = "ok" if err is None else ("not_run" if pid in not_run else "failed")  # not_run: by choice
         probes.append({"probe": pid, "kind": fact.provenance.kind, "status": status, "ok": err is None,
                        "error": {"code": err.code, "message": err.message} if err else None,
                        "duration_s": fact.provenance.duration_s})

@@ -78,8 +78,11 @@ def _write_summary(outcome: Outcome, *, verbose: bool) -> None:
     uncovered = sorted(k for k in coverage.seen if not coverage.covered(k))
     for key in (sorted(coverage.seen) if verbose else uncovered):
         got = ", ".join(sorted(coverage.seen[key])) or "never evaluated"
-        mark = "covered  " if coverage.covered(key) else "uncovered"
-        out.write(f"  {mark} {key}: {got}\n")
+        covered = coverage.covered(key)
+        mark = "covered  " if covered else "uncovered"
+        # What a case still has to produce, so the author knows which case to write.
+        todo = "" if covered else f"; missing: {coverage.missing_text(key)}"
+        out.write(f"  {mark} {key}: {got}{todo}\n")
     passed = len(outcome.results) - outcome.failed
     left_out = f", {outcome.deselected} deselected by -k" if outcome.deselected else ""
     out.write(f"{passed} passed, {outcome.failed} failed{left_out}; expression coverage {coverage.percent:.1f}% "

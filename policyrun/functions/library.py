@@ -257,7 +257,9 @@ LIBRARY: tuple[Function, ...] = (
     Function("failed", (sig("probe: string -> bool"),), factstatus.failed,
              "Whether a probe's fact is missing (its probe failed, was refused or did not run), without "
              "reading it: `failed(facts.gpu)` is written with the fact and compiled to `failed('gpu')`. "
-             "A check that only asks whether a fact failed is not UNKNOWN when it did.",
+             "A check that only asks whether a fact failed is not UNKNOWN when it did. For a probe with "
+             "`for_each`, `failed(facts.p.k)` (or `facts.p['k']`) asks about one element: true when that "
+             "element failed or `for_each` gave no such key (docs/language.md, \"Fan-out\").",
              "O(1)", "failed('gpu') ? 'no NVIDIA GPU' : 'GPU present'", "no NVIDIA GPU", _CONTROL),
     Function("error_code", (sig("probe: string -> dyn"),), factstatus.error_code,
              "A probe's error code (`nvml.library_not_found`, `refused.permission`, `not_collected` when "

@@ -144,11 +144,12 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
         except OSError as exc:  # same refusal as `policyrun collect -o`
             raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
         probes = _outcomes(facts, failed_only=False)
-        from policyrun.collect import plan, unset_input_probes
+        from policyrun.collect import NOT_APPLICABLE, plan, unset_input_probes
 
         # The CLI's rule (docs/cli.md): a probe that failed makes the snapshot incomplete, exit 2;
-        # one not run because the caller left an optional input unset does not.
-        not_run = unset_input_probes(facts, plan(rb.model, chosen, set(only) if only else None).deps)
+        # one not run because the caller left an optional input unset, or whose `when` is false, does not.
+        deps = plan(rb.model, chosen, set(only) if only else None).deps
+        not_run = unset_input_probes(facts, deps) | unset_input_probes(facts, deps, NOT_APPLICABLE)
         failed = any(not p.ok and p.probe not in not_run for p in probes)
         return CollectResult(exit_code=EXIT_BLOCKED if failed else EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
                              count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,

@@ -55,28 +55,43 @@ _PARAMS_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+_NULLABLE_STR: dict[str, Any] = {"type": ["string", "null"]}
+_EXTENSION: dict[str, Any] = {"type": "object", "properties": {
+    "name": {"type": "string"}, "path": {"type": "string"}, "size": {"type": "integer"},
+    "sha256": {"type": ["string", "null"]}}}
+# Every field `_stack_script.py` emits is listed here (tests/test_fact_schemas.py runs it): lint
+# treats an object with `properties` as closed, so a field missing here is an L028 for a reader.
 _FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "interpreter": {"type": "string"},
-        "python": {"type": "object", "properties": {"version": {"type": "string"},
-                                                    "executable": {"type": "string"}}},
+        "python": {"type": "object", "properties": {
+            "version": {"type": "string"}, "implementation": {"type": "string"},
+            "executable": {"type": "string"}, "prefix": {"type": "string"}, "base_prefix": {"type": "string"},
+            "platform": {"type": "string"}, "machine": {"type": "string"}, "libc": _NULLABLE_STR}},
         "torch": {"type": ["object", "null"], "properties": {
-            "version": {"type": "string"}, "cuda": {"type": ["string", "null"]},
-            "cxx11_abi": {"type": ["boolean", "null"]}, "cudnn": {"type": ["string", "null"]},
-            "cudnn_version_int": {"type": ["integer", "null"]}, "nccl": {"type": ["string", "null"]},
-            "arch_list": {"type": ["array", "null"]}, "path": {"type": "string"}}},
+            "version": _NULLABLE_STR, "cuda": _NULLABLE_STR, "hip": _NULLABLE_STR, "git_version": _NULLABLE_STR,
+            "debug": {"type": ["boolean", "null"]},
+            "cxx11_abi": {"type": ["boolean", "null"]}, "cudnn": _NULLABLE_STR,
+            "cudnn_version_int": {"type": ["integer", "null"]}, "nccl": _NULLABLE_STR,
+            "arch_list": {"type": ["array", "null"], "items": {"type": "string"}}, "path": {"type": "string"},
+            "cuda_initialized": {"type": ["boolean", "null"]}}},
         "vllm": {"type": ["object", "null"], "properties": {
-            "version": {"type": ["string", "null"]}, "path": {"type": ["string", "null"]},
-            "commit": {"type": ["string", "null"]}, "extension": {"type": ["object", "null"]},
-            "extensions": {"type": "array"}, "direct_url": {"type": ["object", "null"]}}},
-        "cuda": {"type": ["object", "null"], "description": "Only with init_cuda: available, device_count, devices."},
+            "version": _NULLABLE_STR, "path": _NULLABLE_STR,
+            "commit": _NULLABLE_STR, "extension": {"anyOf": [_EXTENSION, {"type": "null"}]},
+            "extensions": {"type": "array", "items": _EXTENSION}, "direct_url": {"type": ["object", "null"]}}},
+        "cuda": {"type": ["object", "null"], "description": "Only with init_cuda.", "properties": {
+            "available": {"type": ["boolean", "null"]}, "device_count": {"type": ["integer", "null"]},
+            "devices": {"type": "array", "items": {"type": "object", "properties": {
+                "index": {"type": "integer"}, "name": {"type": "string"}, "capability": {"type": "string"}}}},
+            "arch_list": {"type": ["array", "null"], "items": {"type": "string"}},
+            "error": {"type": "string"}}},
         "missing": {"type": "array", "items": {"type": "string"}},
-        "import_errors": {"type": "object"},
+        "import_errors": {"type": "object", "additionalProperties": {"type": "string"}},
         "warnings": {"type": "array", "items": {"type": "string"}},
         "pip_check": {"type": ["object", "null"], "properties": {
             "ok": {"type": ["boolean", "null"]}, "available": {"type": "boolean"},
-            "lines": {"type": "array", "items": {"type": "string"}}}},
+            "lines": {"type": "array", "items": {"type": "string"}}, "error": {"type": "string"}}},
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "init_cuda": {"type": "boolean"},
     },

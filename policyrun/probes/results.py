@@ -46,6 +46,7 @@ _PARAMS_SCHEMA: dict[str, Any] = {
 _FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "The document's top-level mapping (or {items: [...]} for a list), plus `_file`.",
+    "additionalProperties": True,  # the document's own keys: any
     "properties": {
         RESERVED_KEY: {"type": "object", "properties": {
             "path": {"type": "string"}, "sha256": {"type": "string"}, "format": {"enum": ["json", "yaml"]},

@@ -27,6 +27,26 @@ def _provenance_lines(probe: str, prov: Provenance | None) -> list[str]:
         lines.append("  with:  " + ", ".join(f"{k}={v!r}" for k, v in sorted(prov.params.items())))
     if prov.error is not None:
         lines.append(f"  error: {prov.error.code}: {prov.error.message}")
+    if prov.elements is not None:
+        lines += _element_lines(prov.elements)
+    return lines
+
+
+_ELEMENTS_SHOWN = 8
+
+
+def _element_lines(elements: dict[str, Provenance]) -> list[str]:
+    """A fan-out's elements: how many failed, and the first few with what ran and their error."""
+    failed = [k for k, e in elements.items() if e.error is not None]
+    lines = [f"  for_each: {len(elements)} element(s), {len(failed)} failed"]
+    # Failed elements first: they are what a reader of a failing check looks for.
+    shown = [*failed, *(k for k in elements if k not in failed)][:_ELEMENTS_SHOWN]
+    for key in shown:
+        e = elements[key]
+        what = e.commands[0] if e.commands else ", ".join(f"{k}={v!r}" for k, v in sorted(e.params.items()))
+        lines.append(f"  [{key}] {what}" + (f" -> error: {e.error.code}: {e.error.message}" if e.error else ""))
+    if len(elements) > len(shown):
+        lines.append(f"  ... {len(elements) - len(shown)} more")
     return lines
 
 
