@@ -137,3 +137,15 @@ def test_snapshots_are_reproducible(name: str, tmp_path: Path) -> None:
     fx.make_snapshot(name, out)
     stored = ROOT / "rulebooks" / "tests" / f"{name}.facts.json"
     assert json.loads(out.read_text()) == json.loads(stored.read_text())
+
+
+def test_a_second_collection_in_one_process_records_the_same_provenance(tmp_path: Path) -> None:
+    """Parses and module summaries are shared across probes and collections in one process (an MCP
+    server, a test run); what a fact's provenance names must not depend on which probe read a file
+    first: the second collection reuses every summary and still names `git cat-file --batch`."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    fx.make_snapshot("planning", first)
+    fx.make_snapshot("planning", second)
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert {pid: f["provenance"]["commands"] for pid, f in a["facts"].items()} == \
+        {pid: f["provenance"]["commands"] for pid, f in b["facts"].items()}

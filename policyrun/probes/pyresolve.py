@@ -152,6 +152,8 @@ class Resolver:
         content = self.tree.key(path)
         key = self.key(path)
         info = self.cache.get(key) or (_SHARED.get(key) if content.startswith("blob:") else None)
+        if info is not None and self.tree.reader is not None:
+            self.tree.reader.note()  # read from git objects, whichever probe read them first
         if info is None and self.helper is not None:
             info = self.helper.get(key)  # without nodes: kept in this resolution's cache, never shared
         if info is None:

@@ -172,9 +172,16 @@ class BlobReader:
         self.timer: threading.Timer | None = None
         self.shown = ""
 
+    def note(self) -> None:
+        """Name the command in the probe's provenance, once: a blob whose summary another probe (or
+        an earlier collection in this process) already made is still content read from git, and
+        provenance must not depend on which probe happened to read it first."""
+        if not self.shown:
+            self.shown = f"git -C {self.repo.root} cat-file --batch"
+            self.repo.commands.append(self.shown)
+
     def _start(self) -> subprocess.Popen[bytes]:
-        self.shown = f"git -C {self.repo.root} cat-file --batch"
-        self.repo.commands.append(self.shown)
+        self.note()
         remaining = self.repo.deadline - time.monotonic()
         if remaining <= 0:
             raise self.repo.timeout(self.shown)
