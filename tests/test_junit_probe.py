@@ -534,3 +534,20 @@ def test_a_huge_sidecar_is_read_only_in_part(tmp_path: Path) -> None:
     (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer="", inner=""))
     (tmp_path / "unit.xml.commit").write_text("x" * 10_000_000)
     assert len(_run(tmp_path, path="unit.xml")["files"][0]["commit"]) == 200
+
+
+def test_the_documented_conftest_records_the_commit(tmp_path: Path) -> None:
+    """docs/probes-machine.md's conftest.py, run by pytest in a git checkout: the report names HEAD."""
+    from gitfixtures import init_repo
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "probes-machine.md").read_text()
+    block = docs.split("  ```python\n  # conftest.py\n", 1)[1].split("  ```\n", 1)[0]
+    repo = init_repo(tmp_path / "plugin")
+    repo.write("conftest.py", textwrap.dedent(block))
+    repo.write("tests/test_a.py", "def test_a():\n    assert True\n")
+    head = repo.commit("plugin")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=unit.xml",
+                           "tests"], cwd=repo.path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    f = _run(repo.path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"]) == (head, "property")
