@@ -90,7 +90,8 @@ def test_an_ignored_module_fails_the_gate_naming_it(upgraded_afd: Upgrade, tmp_p
     tests the ported EngineCore copies is the one left out."""
     ignored = "tests/unit/compat/patches/test_engine_core.py"
     junit = without_modules(upgraded_afd.unit_junit, tmp_path / "unit.xml", [ignored], upgraded_afd.head)
-    trace = evaluate_upgrade(upgraded_afd, "implementation", tmp_path / "out", monkeypatch, unit_junit=junit)
+    trace = evaluate_upgrade(upgraded_afd, "implementation", tmp_path / "out", monkeypatch, unit_junit=junit,
+                             formats="md")
     gate = unit_gate(trace)
     assert gate["status"] == "FAIL"
     check = checks(trace, "STATIC_AND_UNIT_GATE")["unit_suite_complete"]
@@ -101,6 +102,12 @@ def test_an_ignored_module_fails_the_gate_naming_it(upgraded_afd: Upgrade, tmp_p
     assert gate["blocker"] == check["message"]
     assert "no --ignore" in gate["next_allowed_action"]
     assert trace["verdict"]["id"] != "implemented_gpu_unverified"
+    # the report's record: what was expected, what ran, what is out of scope and what is missing
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("33 expected, 30 ran, 2 skipped at collection, 2 out of scope by the plan's backends, 1 missing."
+            in report.replace("\n", " "))
+    assert f"| `{ignored}` | **missing**: neither ran nor was skipped with a reason |" in report
+    assert "| `tests/unit/connectors/test_camp2p_connector.py` | out of scope: needs torch_npu |" in report
 
 
 def test_a_subset_of_paths_is_not_a_full_pass(upgraded_afd: Upgrade, tmp_path: Path,

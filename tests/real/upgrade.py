@@ -230,11 +230,12 @@ def machine_facts(python: str) -> dict[str, Any]:
 
 def evaluate_upgrade(up: Upgrade, mode: str, out: Path, monkeypatch: pytest.MonkeyPatch, *,
                      repo: Path | None = None, gpu_validation: bool = False,
-                     machine: dict[str, Any] | None = None, **inputs: Any) -> dict[str, Any]:
+                     machine: dict[str, Any] | None = None, formats: str | None = None,
+                     **inputs: Any) -> dict[str, Any]:
     """Collect the facts for real in the checkout, inject the machine facts, evaluate the snapshot.
 
     `inputs` override the defaults (unit_junit, e2e_junit, accuracy_results, evidence_dir, ...);
-    an input set to None is left out."""
+    an input set to None is left out. `formats` (e.g. "md") writes those reports into `out`."""
     checkout = repo or up.repo
     monkeypatch.chdir(checkout)
     defaults: dict[str, Any] = {
@@ -257,7 +258,7 @@ def evaluate_upgrade(up: Upgrade, mode: str, out: Path, monkeypatch: pytest.Monk
             data["facts"][probe]["provenance"]["error"] = None
     facts_path.write_text(json.dumps(data))
     code = main(["evaluate", "upgrade-gpu-version", "--mode", mode, *sets, "--facts", str(facts_path),
-                 "--out", str(out), "-q"])
+                 "--out", str(out), "-q", *(["--format", formats] if formats else [])])
     trace: dict[str, Any] = json.loads((out / "trace.json").read_text())
     assert code == trace["exit_code"]
     return trace
