@@ -511,3 +511,11 @@ def test_owners_matches_whole_dotted_segments_only() -> None:
 
 def test_owners_refuses_what_is_not_a_string() -> None:
     assert "owners" in error("owners(['a.b::c', 1], ['a'])")
+
+
+def test_owners_reads_a_pytest_node_id_as_its_module() -> None:
+    """Report-logs identify tests by node id: the same modules as JUnit's dotted ids."""
+    ids = ["tests/unit/test_a.py::TestA::test_x[1]", "tests/unit/sub/test_b.py"]
+    assert value("facts.ids.owners(facts.names)", ids=ids,
+                 names=["tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]) == [
+        "tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]

@@ -303,3 +303,53 @@ def test_a_gpu_module_missing_its_runtime_is_still_an_environment_failure(upgrad
     assert gate["status"] == "BLOCKED"
     assert gate["blocker"] == ("environment failure: 1 test module(s) were skipped at collection and never ran: "
                                f"{module} (could not import 'vllm': No module named 'vllm')")
+
+
+def as_reportlog(src: Path, dest: Path, drop: str | None = None) -> Path:
+    """The same run as `pytest --report-log` writes it: node ids (`tests/unit/x/test_y.py::T::t`)."""
+    import json
+
+    lines = []
+    for case in ElementTree.parse(src).getroot().iter("testcase"):
+        classname, name = case.get("classname") or "", case.get("name") or ""
+        parts = (classname or name).split(".")
+        last = max(i for i, p in enumerate(parts) if p.startswith("test_"))
+        path = "/".join(parts[:last + 1]) + ".py"
+        if drop is not None and path == drop:
+            continue
+        skipped = case.find("skipped")
+        if not classname:  # a module skipped at collection
+            reason = ast_tuple(skipped.text or "") if skipped is not None else ("", 0, "")
+            lines.append({"$report_type": "CollectReport", "nodeid": path, "outcome": "skipped", "result": [],
+                          "longrepr": list(reason)})
+            continue
+        nodeid = "::".join([path, *parts[last + 1:], name])
+        outcome = "skipped" if skipped is not None else "passed"
+        longrepr = [path, 1, "Skipped: " + (skipped.get("message") or "")] if skipped is not None else None
+        lines.append({"$report_type": "TestReport", "nodeid": nodeid, "when": "call" if outcome == "passed" else "setup",
+                      "outcome": outcome, "duration": 0.0, "longrepr": longrepr, "location": [path, 0, name]})
+    dest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return dest
+
+
+def ast_tuple(text: str) -> tuple[str, int, str]:
+    import ast
+
+    value = ast.literal_eval(text.strip())
+    return value[0], value[1], value[2]
+
+
+@pytest.mark.parametrize("drop", [None, "tests/unit/v1/worker/test_ffn_model_runner.py"], ids=["complete", "ignored"])
+def test_a_report_log_of_the_same_run_is_reconciled_alike(upgraded_afd: Upgrade, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, drop: str | None) -> None:
+    """`pytest --report-log` names tests by node id; the inventory's dotted modules match them."""
+    log = as_reportlog(upgraded_afd.unit_junit, tmp_path / "unit.jsonl", drop)
+    (tmp_path / "unit.jsonl.commit").write_text(upgraded_afd.head + "\n")
+    trace = evaluate_upgrade(upgraded_afd, "implementation", tmp_path / "out", monkeypatch, unit_junit=log)
+    gate = unit_gate(trace)
+    if drop is None:
+        assert gate["status"] == "PASS", gate["blocker"]
+        assert sorted(derived(trace, "unit_modules")["skipped_at_collection"]) == NPU_MODULES
+    else:
+        assert gate["status"] == "FAIL"
+        assert gate["blocker"].endswith(f"neither ran nor were skipped with a reason: {drop}")
