@@ -72,7 +72,7 @@ def test_pyproject_testpaths_and_python_files(tmp_path: Path) -> None:
     value = _inventory(repo.path, rev="HEAD")
     assert _modules(value) == ["checks/check_a.py"]
     assert value["config"] == {"file": "pyproject.toml", "testpaths": ["checks"], "python_files": ["check_*.py"],
-                               "norecursedirs": ["slow"]}
+                               "norecursedirs": ["slow"], "python_functions": ["test"], "python_classes": ["Test"]}
 
 
 def test_pytest_ini_wins_over_pyproject_even_without_a_section(tmp_path: Path) -> None:
@@ -148,3 +148,41 @@ def test_agrees_with_pytests_own_collection(tmp_path: Path) -> None:
     collected = sorted({line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line})
     assert collected, proc.stdout + proc.stderr
     assert _modules(_inventory(repo.path, rev="HEAD")) == collected
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("def test_x():\n    pass\n", True),
+    ("async def test_x():\n    pass\n", True),
+    ("class TestThing:\n    def test_y(self):\n        pass\n", True),
+    ("from tests.unit.common import TestBase\n", True),              # pytest collects an imported Test class
+    ("import pytest\ntest_case = pytest.mark.skip(lambda: None)\n", True),
+    ("if True:\n    def test_in_if():\n        pass\n", True),
+    ("import pytest\n\ndef helper():\n    return 1\n\nclass Helper:\n    pass\n", False),
+    ("def make():\n    def test_inner():\n        pass\n    return test_inner\n", False),
+], ids=["function", "async", "class", "imported-class", "assigned", "in-if", "helpers-only", "nested"])
+def test_whether_a_module_defines_tests(tmp_path: Path, source: str, expected: bool) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("tests/test_m.py", source)
+    repo.commit("m")
+    (module,) = _inventory(repo.path, rev="HEAD")["modules"]
+    assert module["defines_tests"] is expected
+
+
+def test_configured_test_name_rules(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("pytest.ini", "[pytest]\npython_functions = check_*\npython_classes = *Suite\n")
+    repo.write("tests/test_fn.py", "def check_a():\n    pass\n")
+    repo.write("tests/test_cls.py", "class SmokeSuite:\n    pass\n")
+    repo.write("tests/test_default_names.py", "def test_a():\n    pass\n")
+    repo.commit("m")
+    got = {m["path"]: m["defines_tests"] for m in _inventory(repo.path, rev="HEAD")["modules"]}
+    assert got == {"tests/test_cls.py": True, "tests/test_default_names.py": False, "tests/test_fn.py": True}
+
+
+def test_dynamic_imports_at_module_level_are_requirements(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("tests/test_m.py", "import importlib\nnpu = importlib.import_module('torch_npu.contrib')\n"
+                                  "acl = __import__('acl')\n\ndef test_x():\n    pass\n")
+    repo.commit("m")
+    (module,) = _inventory(repo.path, rev="HEAD")["modules"]
+    assert module["requires"] == ["acl", "importlib", "torch_npu"]
