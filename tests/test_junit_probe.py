@@ -551,3 +551,10 @@ def test_the_documented_conftest_records_the_commit(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     f = _run(repo.path, path="unit.xml")["files"][0]
     assert (f["commit"], f["commit_source"]) == (head, "property")
+
+
+def test_an_uppercase_sha_is_the_same_commit(tmp_path: Path) -> None:
+    (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer="", inner=_prop(_SHA.upper())))
+    (tmp_path / "unit.xml.commit").write_text(_SHA)
+    f = _run(tmp_path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_conflict"]) == (_SHA, [])

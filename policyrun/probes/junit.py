@@ -52,6 +52,7 @@ _FEED = 1 << 20
 COMMIT_PROPERTY = "policyrun.commit"
 COMMIT_SIDECAR = ".commit"  # appended to the results file's name
 _COMMIT_CAP = 200  # characters kept of a recorded commit (it is a SHA; anything longer is shown cut)
+_HEX = re.compile(r"[0-9A-Fa-f]{7,64}")
 TEXT_CAP = 64 * 1024  # characters kept of one message attribute or element body
 # expat (before 2.6) re-scans an unfinished token from its start whenever more input arrives, and
 # pyexpat hands it input 1 MiB at a time however large the Parse call: a 100 MB attribute, comment
@@ -717,7 +718,8 @@ def _sidecar_commit(path: Path, shown: str) -> str | None:
 
 def _commit_record(properties: list[str], sidecar: str | None) -> dict[str, Any]:
     """`commit`, `commit_source` and `commit_conflict` of one results file."""
-    named = [c for c in properties if c] + ([sidecar] if sidecar else [])
+    # A SHA is compared as git writes it (lowercase); anything else is kept as written, to be shown.
+    named = [c.lower() if _HEX.fullmatch(c) else c for c in [*properties, sidecar or ""] if c]
     distinct = sorted(set(named))
     if len(distinct) > 1:
         return {"commit": None, "commit_source": None, "commit_conflict": distinct}
