@@ -575,3 +575,25 @@ def test_every_documented_builtin_example_gives_its_result(expr: str, shown: str
     from policyrun.functions.base import literal
 
     assert literal(value(expr)) == shown
+
+
+def test_owners_matches_whole_dotted_segments_only() -> None:
+    ids = ["tests.unit.test_ab::test_x", "tests.unit.test_c", "tests.unit.pkg.test_d.TestK::test_y[1.5]"]
+    names = ["tests.unit.test_a", "tests.unit.test_ab", "tests.unit.test_c", "tests.unit.pkg.test_d", "tests.unit.pkg"]
+    # test_a is a prefix of test_ab's text but not of its dotted path; an id equal to a name (a module
+    # skipped at collection) is owned by it; the parameter's `1.5` after `::` is not a path segment.
+    assert value("facts.ids.owners(facts.names)", ids=ids, names=names) == [
+        "tests.unit.test_ab", "tests.unit.test_c", "tests.unit.pkg.test_d", "tests.unit.pkg"]
+    assert value("owners([], ['a'])") == []
+
+
+def test_owners_refuses_what_is_not_a_string() -> None:
+    assert "owners" in error("owners(['a.b::c', 1], ['a'])")
+
+
+def test_owners_reads_a_pytest_node_id_as_its_module() -> None:
+    """Report-logs identify tests by node id: the same modules as JUnit's dotted ids."""
+    ids = ["tests/unit/test_a.py::TestA::test_x[1]", "tests/unit/sub/test_b.py"]
+    assert value("facts.ids.owners(facts.names)", ids=ids,
+                 names=["tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]) == [
+        "tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]
