@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,10 @@ def corpus_dir() -> Path:
     return Path(os.environ.get(CORPUS_ENV) or ROOT.parent / "shared" / "corpus")
 
 
-def _git(*args: str, cwd: Path | None = None) -> str:
+def _git(*args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
+    env.update(extra_env or {})
     proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
@@ -81,3 +83,14 @@ def copy_repo(src: Path, dest: Path) -> Path:
 def git(repo: Path, *args: str) -> str:
     """Plain git plumbing for computing ground truth independently of policyrun."""
     return _git(*args, cwd=repo)
+
+
+@pytest.fixture(scope="session")
+def upgraded_afd(corpus: Path, afd_repo: Path, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The plugin tip upgraded to vLLM v0.27.0 by the corpus's seven real commits, its claims
+    refreshed, with the corpus's attestations re-addressed to this clone's vLLM commits and passing
+    GPU evidence for its HEAD (`tests.real.upgrade.Upgrade`; read-only by convention: copy the
+    repository with `copy_repo` before editing it)."""
+    from tests.real.upgrade import build_upgrade
+
+    return build_upgrade(afd_repo, vllm_repo, corpus, tmp_path_factory.mktemp("upgrade"))
