@@ -299,5 +299,5 @@ def edit_and_commit(repo: Path, path: str, old: str, new: str, message: str, *, 
 
 
 def sed_annotations(text: str) -> str:
-    """What `sed -i 's/v0.26.0/v0.27.0/'` over every annotation does."""
-    return re.sub(r"(#\s*Upstream(?: source)?:\s*vLLM )v0\.26\.0", r"\g<1>v0.27.0", text)
+    """What `sed -i 's/v0.26.0/v0.27.0/'` over every annotation does (comment and docstring forms)."""
+    return re.sub(r"((?:#\s*)?Upstream(?: source)?:\s*vLLM )v0\.26\.0", r"\g<1>v0.27.0", text)
