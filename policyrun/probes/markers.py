@@ -252,7 +252,8 @@ def _python(text: str, path: str) -> _Python | None:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _docstring_lines(node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> tuple[int, int] | None:
+def _docstring_lines(node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                     ) -> tuple[int, int] | None:
     body = node.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
@@ -405,7 +406,7 @@ class _File:
     def sites(self) -> list[dict[str, Any]]:
         """Every field value of the file with its own line, the first line of its block and the
         form it is written in (a `comment` block or a `docstring`)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for block in self.blocks():
             form = "docstring" if block[0] in self.doc_text else "comment"
             for name, found in self.field_sites(block).items():

@@ -228,10 +228,12 @@ def test_a_skip_whose_reason_resembles_an_exclusion_is_not_one(upgraded_afd: Upg
     assert gate["status"] == "FAIL"
     assert gate["blocker"] == ("unexplained skip(s), not a full pass: tests.e2e.test_features::test_dbo_tp4 "
                                "(DBO with TP>1 is an excluded cell)")
-    assert "to the exclusions of" in gate["next_allowed_action"] and "run each skipped test" in gate["next_allowed_action"]
+    action = gate["next_allowed_action"]
+    assert "to the exclusions of" in action and "run each skipped test" in action
 
 
-def test_prose_exclusions_excuse_no_skip(upgraded_afd: Upgrade, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prose_exclusions_excuse_no_skip(upgraded_afd: Upgrade, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan whose exclusions are prose (as the corpus's plan writes them, with the cells' very words)
     excuses nothing: each skip must be named by test id or cell."""
     evidence = tmp_path / "evidence"

@@ -61,10 +61,13 @@ DOC_REFRESH: list[tuple[str, str, str]] = [
      "`CAMAsyncAFDConnector`. CAM async is validated without\nPCP on v0.26;",
      "The vLLM 0.27 support matrix validates GPU `P2pNcclAFDConnector`. The NPU\n`CAMP2pAFDConnector` and "
      "`CAMAsyncAFDConnector` were validated on the previous release; CAM async\nwas validated without PCP there;"),
-    ("recipe/README.md", "not supported by the current\nvLLM 0.26 runtime.", "not supported by the current\nvLLM 0.27 runtime."),
-    ("recipe/README.md", "| Recommended stage | v0.26 status | Recipe |", "| Recommended stage | v0.27 status | Recipe |"),
+    ("recipe/README.md", "not supported by the current\nvLLM 0.26 runtime.",
+     "not supported by the current\nvLLM 0.27 runtime."),
+    ("recipe/README.md", "| Recommended stage | v0.26 status | Recipe |",
+     "| Recommended stage | v0.27 status | Recipe |"),
     ("recipe/README.md", "| Ascend NPU | `CAMP2pAFDConnector` | DeepSeek-V3.2 | Decode | Validated |",
-     "| Ascend NPU | `CAMP2pAFDConnector` | DeepSeek-V3.2 | Decode | Not revalidated (validated on the previous release) |"),
+     "| Ascend NPU | `CAMP2pAFDConnector` | DeepSeek-V3.2 | Decode | "
+     "Not revalidated (validated on the previous release) |"),
     (".github/ISSUE_TEMPLATE/100-bug-report.yml", "targets vLLM v0.26.0", "targets vLLM v0.27.0"),
     (".github/ISSUE_TEMPLATE/100-bug-report.yml", "against vLLM v0.26.0", "against vLLM v0.27.0"),
     (".github/ISSUE_TEMPLATE/200-feature-request.yml", "tied to vLLM v0.26.0", "tied to vLLM v0.27.0"),
