@@ -211,9 +211,10 @@ def build_upgrade(afd_repo: Path, vllm_repo: Path, corpus: Path, dest: Path) -> 
                            "tests": ["policyrun DOCUMENTATION_REFRESH_GATE"]})
     # The GPU evidence written below is examples/final-pass's E2E run, whose two skips are cells the
     # support matrix excludes: the plan names them (a skip is excused only by the plan's exclusions).
-    plan["exclusions"] = [*plan.get("exclusions", []),
-                          {"test": "tests.e2e.test_features::test_dbo_tp2", "reason": "DBO with TP>1 is an excluded cell"},
-                          {"test": "tests.e2e.test_models::test_npu_parity", "reason": "NPU-only scenario"}]
+    plan["exclusions"] = [
+        *plan.get("exclusions", []),
+        {"test": "tests.e2e.test_features::test_dbo_tp2", "reason": "DBO with TP>1 is an excluded cell"},
+        {"test": "tests.e2e.test_models::test_npu_parity", "reason": "NPU-only scenario"}]
     (evidence / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     native = yaml.safe_load((ROOT / "examples" / "final-pass" / "evidence" / "native-control.yaml").read_text())
     (evidence / "native-control.yaml").write_text(yaml.safe_dump(native, sort_keys=False))
