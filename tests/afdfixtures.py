@@ -1197,7 +1197,7 @@ PATCH_FILES = ["afd_plugin/compat/patches/engine_core.py", "afd_plugin/compat/pa
 
 def plan_doc(current_sha: str, target_sha: str) -> dict[str, Any]:
     return {
-        "current_sha": current_sha, "target_sha": target_sha, "target_afd_version": "0.3.0",
+        "current_sha": current_sha, "target_sha": target_sha, "target_afd_version": "0.3.0", "backends": ["gpu"],
         "stages": [
             {"id": "S1-version-contract", "upstream": [],
              "files": ["pyproject.toml", "uv.lock", "afd_plugin/compat/vllm.py"],
@@ -1265,9 +1265,10 @@ def accuracy_doc(afd_sha: str, *, value: float = 0.781, limit: int | None = None
     ]}
 
 
-def junit_xml(cases: Iterable[tuple[str, str, str | None]], name: str = "pytest") -> str:
+def junit_xml(cases: Iterable[tuple[str, str, str | None]], name: str = "pytest", commit: str | None = None) -> str:
     """(id, outcome, message) → pytest-style JUnit XML. outcome: passed|failed|error|skipped, or
-    collection_skipped (id is then the module, as pytest writes a module skipped at collection)."""
+    collection_skipped (id is then the module, as pytest writes a module skipped at collection).
+    `commit`: the `policyrun.commit` suite property naming the commit the run was on."""
     from xml.sax.saxutils import escape, quoteattr
 
     rows = list(cases)
@@ -1277,6 +1278,8 @@ def junit_xml(cases: Iterable[tuple[str, str, str | None]], name: str = "pytest"
            f'<testsuite name="{name}" errors="{counts["error"]}" failures="{counts["failed"]}" '
            f'skipped="{skipped}" tests="{len(rows)}" time="12.5" timestamp="2025-06-18T10:00:00" '
            'hostname="gpu-node-07">']
+    if commit is not None:
+        out.append(f'<properties><property name="policyrun.commit" value="{commit}" /></properties>')
     for test_id, outcome, message in rows:
         if outcome == "collection_skipped":
             path = "/srv/afd-plugin/" + test_id.replace(".", "/") + ".py"
@@ -1533,8 +1536,9 @@ def write_evidence(sc: Scenario, ws: Workspace, folder: Path, gpu: Mapping[str, 
     if sc.final_files:
         dump_yaml(folder / "native-control.yaml", native_control_doc([d["uuid"] for d in gpu["devices"]]))
         dump_yaml(folder / "accuracy.yaml", accuracy_doc(ws.plugin.head_sha))
-        (folder / "unit.xml").write_text(junit_xml(UNIT_CASES), encoding="utf-8")
-        (folder / "e2e.xml").write_text(junit_xml(sc.e2e_cases, "gpu-e2e"), encoding="utf-8")
+        head = ws.plugin.head_sha
+        (folder / "unit.xml").write_text(junit_xml(UNIT_CASES, commit=head), encoding="utf-8")
+        (folder / "e2e.xml").write_text(junit_xml(sc.e2e_cases, "gpu-e2e", commit=head), encoding="utf-8")
 
 
 MACHINE_KINDS = {"gpu.nvml": "gpu", "python.stack": "stack", "toolchain": "toolchain",

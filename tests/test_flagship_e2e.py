@@ -161,8 +161,9 @@ def _results(folder: Path, repo: fx.PluginRepo, gpu: dict[str, Any]) -> list[str
     """The files the GPU node's tooling writes: control run, accuracy, unit and E2E JUnit."""
     fx.dump_yaml(folder / "native-control.yaml", fx.native_control_doc([d["uuid"] for d in gpu["devices"]]))
     fx.dump_yaml(folder / "accuracy.yaml", fx.accuracy_doc(repo.head_sha))
-    (folder / "unit.xml").write_text(fx.junit_xml(fx.UNIT_CASES))
-    (folder / "e2e.xml").write_text(fx.junit_xml(fx.E2E_CASES, "gpu-e2e"))
+    # Each report records the commit it ran on (the flagship refuses results without one).
+    (folder / "unit.xml").write_text(fx.junit_xml(fx.UNIT_CASES, commit=repo.head_sha))
+    (folder / "e2e.xml").write_text(fx.junit_xml(fx.E2E_CASES, "gpu-e2e", commit=repo.head_sha))
     return [f"unit_junit={folder / 'unit.xml'}", f"e2e_junit={folder / 'e2e.xml'}",
             f"accuracy_results={folder / 'accuracy.yaml'}"]
 

@@ -497,3 +497,17 @@ def test_python_exception_text_never_reaches_the_user() -> None:
         _guarded(fn)([{}], "k")
     assert str(info.value) == ("broken: internal error (KeyError); this is a policyrun defect, please report it "
                                "with the expression")
+
+
+def test_owners_matches_whole_dotted_segments_only() -> None:
+    ids = ["tests.unit.test_ab::test_x", "tests.unit.test_c", "tests.unit.pkg.test_d.TestK::test_y[1.5]"]
+    names = ["tests.unit.test_a", "tests.unit.test_ab", "tests.unit.test_c", "tests.unit.pkg.test_d", "tests.unit.pkg"]
+    # test_a is a prefix of test_ab's text but not of its dotted path; an id equal to a name (a module
+    # skipped at collection) is owned by it; the parameter's `1.5` after `::` is not a path segment.
+    assert value("facts.ids.owners(facts.names)", ids=ids, names=names) == [
+        "tests.unit.test_ab", "tests.unit.test_c", "tests.unit.pkg.test_d", "tests.unit.pkg"]
+    assert value("owners([], ['a'])") == []
+
+
+def test_owners_refuses_what_is_not_a_string() -> None:
+    assert "owners" in error("owners(['a.b::c', 1], ['a'])")

@@ -456,3 +456,98 @@ def test_reportlog_collection_skip(tmp_path: Path) -> None:
     assert v["failures"][0] | {} == {"id": "tests/test_n.py::test_f", "message": "assert 0", "type": None,
                                      "classname": "tests/test_n.py", "name": "test_f", "file": "/x/tests/test_n.py",
                                      "line": 2, "truncated": False}
+
+
+# --- the commit a results file ran on (issue 18 item 8) ---------------------------------------------
+
+_ONE_TEST = ('<testsuites>{outer}<testsuite name="pytest" tests="1">{inner}'
+             '<testcase classname="tests.unit.test_a" name="test_x" time="0.1"/></testsuite></testsuites>')
+_SHA = "1a283b387ed0d5aaf19e06c12cb3b3603925c3d3"
+_OTHER = "9ff485d90296bd50122a900407707a8571e3cdd7"
+
+
+def _prop(sha: str) -> str:
+    return f'<properties><property name="policyrun.commit" value="{sha}"/></properties>'
+
+
+@pytest.mark.parametrize(("outer", "inner"), [("", _prop(_SHA)), (_prop(_SHA), "")],
+                         ids=["testsuite", "testsuites"])
+def test_commit_from_a_suite_property(tmp_path: Path, outer: str, inner: str) -> None:
+    (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer=outer, inner=inner))
+    f = _run(tmp_path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"], f["commit_conflict"]) == (_SHA, "property", [])
+
+
+def test_a_test_property_is_not_the_runs_commit(tmp_path: Path) -> None:
+    """A test's own `policyrun.commit` property (record_property) says nothing about the run."""
+    (tmp_path / "unit.xml").write_text(
+        '<testsuite name="pytest" tests="1"><testcase classname="m" name="t">'
+        f'{_prop(_SHA)}</testcase></testsuite>')
+    f = _run(tmp_path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"]) == (None, None)
+
+
+def test_commit_from_a_sidecar_file(tmp_path: Path) -> None:
+    (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer="", inner=""))
+    (tmp_path / "unit.xml.commit").write_text(f"\n{_SHA}\n")
+    result = JunitProbe().run({"path": "unit.xml"}, ProbeContext(base_dir=tmp_path, timeout_s=30))
+    f = result.value["files"][0]
+    assert (f["commit"], f["commit_source"]) == (_SHA, "sidecar")
+    assert any(s.endswith("unit.xml.commit") for s in result.sources)
+
+
+def test_commit_of_a_reportlog_from_its_sidecar(tmp_path: Path) -> None:
+    (tmp_path / "unit.jsonl").write_text(json.dumps({"$report_type": "TestReport", "nodeid": "t.py::a",
+                                                     "when": "call", "outcome": "passed"}) + "\n")
+    (tmp_path / "unit.jsonl.commit").write_text(_SHA)
+    assert _run(tmp_path, path="unit.jsonl")["files"][0]["commit"] == _SHA
+
+
+def test_no_commit_recorded(tmp_path: Path) -> None:
+    (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer="", inner=""))
+    f = _run(tmp_path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"], f["commit_conflict"]) == (None, None, [])
+
+
+@pytest.mark.parametrize("sidecar", [True, False], ids=["property-vs-sidecar", "two-suites"])
+def test_commits_that_disagree_are_a_conflict_not_a_choice(tmp_path: Path, sidecar: bool) -> None:
+    inner = _prop(_SHA)
+    if sidecar:
+        (tmp_path / "unit.xml.commit").write_text(_OTHER + "\n")
+        text = _ONE_TEST.format(outer="", inner=inner)
+    else:
+        text = ('<testsuites>' + f'<testsuite name="a">{_prop(_SHA)}</testsuite>'
+                + f'<testsuite name="b">{_prop(_OTHER)}</testsuite></testsuites>')
+    (tmp_path / "unit.xml").write_text(text)
+    f = _run(tmp_path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"], f["commit_conflict"]) == (None, None, sorted([_SHA, _OTHER]))
+
+
+def test_each_merged_file_keeps_its_own_commit(tmp_path: Path) -> None:
+    (tmp_path / "a.xml").write_text(_ONE_TEST.format(outer="", inner=_prop(_SHA)))
+    (tmp_path / "b.xml").write_text(_ONE_TEST.format(outer="", inner="").replace("test_x", "test_y"))
+    files = _run(tmp_path, paths=["a.xml", "b.xml"])["files"]
+    assert [f["commit"] for f in files] == [_SHA, None]
+
+
+def test_a_huge_sidecar_is_read_only_in_part(tmp_path: Path) -> None:
+    (tmp_path / "unit.xml").write_text(_ONE_TEST.format(outer="", inner=""))
+    (tmp_path / "unit.xml.commit").write_text("x" * 10_000_000)
+    assert len(_run(tmp_path, path="unit.xml")["files"][0]["commit"]) == 200
+
+
+def test_the_documented_conftest_records_the_commit(tmp_path: Path) -> None:
+    """docs/probes-machine.md's conftest.py, run by pytest in a git checkout: the report names HEAD."""
+    from gitfixtures import init_repo
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "probes-machine.md").read_text()
+    block = docs.split("  ```python\n  # conftest.py\n", 1)[1].split("  ```\n", 1)[0]
+    repo = init_repo(tmp_path / "plugin")
+    repo.write("conftest.py", textwrap.dedent(block))
+    repo.write("tests/test_a.py", "def test_a():\n    assert True\n")
+    head = repo.commit("plugin")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=unit.xml",
+                           "tests"], cwd=repo.path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    f = _run(repo.path, path="unit.xml")["files"][0]
+    assert (f["commit"], f["commit_source"]) == (head, "property")

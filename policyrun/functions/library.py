@@ -153,6 +153,13 @@ LIBRARY: tuple[Function, ...] = (
     Function("difference", (sig("a: list, b: list -> list", member=True),), lists.difference,
              "The distinct values of `a` that are not in `b`, in `a`'s order.",
              "O(n + m)", "['a', 'b', 'c', 'a'].difference(['b'])", ["a", "c"], _LISTS),
+    Function("owners", (sig("ids: list, names: list -> list", member=True),), lists.owners,
+             "The names that are a dotted prefix of at least one id: the id equals the name or continues it "
+             "with `.` or `::`. Which test modules (`tests.unit.test_a`) a JUnit report's ids "
+             "(`tests.unit.test_a.TestA::test_x`) come from; each name once, in the names' order.",
+             "O(total length)", "['tests.unit.test_a::test_x', 'tests.unit.test_b.TestB::test_y']"
+                                ".owners(['tests.unit.test_a', 'tests.unit.test_b', 'tests.unit.test_c'])",
+             ["tests.unit.test_a", "tests.unit.test_b"], _LISTS),
 
     Function("keys", (sig("map: map -> list", member=True),), lists.keys,
              "The map's keys, sorted (bools, then ints, then strings): CEL maps have no order, so a "

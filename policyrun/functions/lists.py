@@ -114,6 +114,22 @@ def difference(a: list[Any], b: list[Any]) -> list[Any]:
     return [v for v, k in zip(*_distinct_keyed(a)) if k not in unwanted]
 
 
+def owners(ids: list[Any], names: list[Any]) -> list[Any]:
+    """The names that are a dotted prefix of some id (the id equals the name or continues it with
+    `.` or `::`), each once, in the names' order. One pass over each id's prefixes: O(total length)."""
+    require_kinds("owners", ids, frozenset({str}), element, "a string id")
+    require_kinds("owners", names, frozenset({str}), lambda i: f"name {i}", "a string name")
+    prefixes: set[str] = set()
+    for test_id in ids:
+        head = test_id.split("::", 1)[0]
+        prefixes.add(head)
+        at = head.find(".")
+        while at >= 0:
+            prefixes.add(head[:at])
+            at = head.find(".", at + 1)
+    return [n for n in distinct(names) if n in prefixes]
+
+
 def _distinct_keyed(values: list[Any]) -> tuple[list[Any], list[Any]]:
     out = distinct(values)
     return out, hkeys(out)

@@ -16,6 +16,11 @@ module level) is such a testcase with <skipped message="collection skipped"> who
 repr of `(path, line, "Skipped: reason")`: a skip, also listed in `collection_skips` with the
 module, file, line and reason read from that tuple.
 
+The commit a results file ran on is recorded where the run wrote it: a `policyrun.commit`
+property of a <testsuites> or <testsuite> element, or a sidecar file beside it named `<file>.commit`
+(`git rev-parse HEAD > unit.xml.commit`); both or several suites naming different commits is a
+conflict, kept as such. A gate can then refuse results from another commit, or with none.
+
 Text kept in the fact is capped at TEXT_CAP characters per message attribute or element body:
 a log pasted into a failure must not become a 300 MB fact. Each cut is listed in `truncated`.
 """
@@ -44,6 +49,9 @@ _PYTEST_LOCATION = re.compile(r"^(\S+):(\d+): ")  # "path/test_x.py:12: " before
 # The crash location pytest prints last in a failure body: "tests/unit/test_x.py:90: AssertionError".
 _CRASH_LINE = re.compile(r"^([^\s:][^:\n]*):(\d+): ([A-Za-z_][\w.]*)[ \t]*$", re.MULTILINE)
 _FEED = 1 << 20
+COMMIT_PROPERTY = "policyrun.commit"
+COMMIT_SIDECAR = ".commit"  # appended to the results file's name
+_COMMIT_CAP = 200  # characters kept of a recorded commit (it is a SHA; anything longer is shown cut)
 TEXT_CAP = 64 * 1024  # characters kept of one message attribute or element body
 # expat (before 2.6) re-scans an unfinished token from its start whenever more input arrives, and
 # pyexpat hands it input 1 MiB at a time however large the Parse call: a 100 MB attribute, comment
@@ -113,7 +121,13 @@ _FACT_SCHEMA: dict[str, Any] = {
         "suites": {"type": "array", "items": {"type": "string"}},
         "files": {"type": "array", "items": {"type": "object", "properties": {
             "path": {"type": "string"}, "sha256": {"type": "string"}, "format": {"type": "string"},
-            "tests": {"type": "integer"}}}},
+            "tests": {"type": "integer"},
+            "commit": {"type": ["string", "null"], "description": f"The commit the run recorded (`{COMMIT_PROPERTY}` "
+                       f"suite property or `<file>{COMMIT_SIDECAR}` sidecar); null when none or when they conflict."},
+            "commit_source": {"type": ["string", "null"], "description": "`property`, `sidecar`, or null."},
+            "commit_conflict": {"type": "array", "items": {"type": "string"},
+                                "description": "The different commits the file and its sidecar name (empty "
+                                               "when they agree)."}}}},
     },
 }
 
@@ -192,6 +206,7 @@ class _Results:
         self.suites: list[str] = []
         self.files: list[dict[str, Any]] = []
         self.seen: set[str] = set()
+        self.file_commits: list[str] = []  # the file being parsed: its suites' recorded commits
 
     def failure(self, issue: dict[str, Any]) -> None:
         self.counts["failed"] += 1
@@ -284,6 +299,7 @@ def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
     """
     ids: list[str] = []  # two lists rather than a list of pairs: no tuple per testcase for the GC
     entries: list[dict[str, Any]] = []
+    commits = acc.file_commits  # suite-level `policyrun.commit` values of this file
     seen = acc.seen
     suites = acc.suites
     cur: dict[str, Any] | None = None  # the open testcase's entry
@@ -369,6 +385,8 @@ def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
             acc.truncated.extend({"id": "", "what": w, "size": n} for w, n in dropped)
             if name == "testsuite":
                 suites.append(a.get("name", ""))
+            elif name == "property" and a.get("name") == COMMIT_PROPERTY and a.get("value") is not None:
+                commits.append(a["value"].strip()[:_COMMIT_CAP])
         elif name == "failure":
             if cur["outcome"] != "failed":
                 cur["outcome"] = "failed"
@@ -683,6 +701,32 @@ def _expand(patterns: list[str], ctx: ProbeContext) -> Iterator[tuple[Path, str]
                 yield m, str(m)
 
 
+def _sidecar_commit(path: Path, shown: str) -> str | None:
+    """The first non-empty line of `<file>.commit` beside the results file, or None without one."""
+    sidecar = path.with_name(path.name + COMMIT_SIDECAR)
+    if not sidecar.is_file():
+        return None
+    try:
+        with sidecar.open("rb") as f:
+            head = f.read(4096)  # a SHA and a newline; never read a huge file whole
+    except OSError as exc:
+        raise ProbeError("file.unreadable", f"cannot read {shown}{COMMIT_SIDECAR}: {exc.strerror or exc}") from None
+    line = _first_line(head.decode("utf-8", "replace")) or ""
+    return line[:_COMMIT_CAP]
+
+
+def _commit_record(properties: list[str], sidecar: str | None) -> dict[str, Any]:
+    """`commit`, `commit_source` and `commit_conflict` of one results file."""
+    named = [c for c in properties if c] + ([sidecar] if sidecar else [])
+    distinct = sorted(set(named))
+    if len(distinct) > 1:
+        return {"commit": None, "commit_source": None, "commit_conflict": distinct}
+    if not distinct:
+        return {"commit": None, "commit_source": None, "commit_conflict": []}
+    source = "property" if any(properties) else "sidecar"
+    return {"commit": distinct[0], "commit_source": source, "commit_conflict": []}
+
+
 class JunitProbe:
     kind = "tests.junit"
     summary = ("Test results from JUnit XML (pytest and common variants) or pytest report-log JSONL: totals, "
@@ -702,13 +746,18 @@ class JunitProbe:
         sources: list[str] = []
         for path, shown in _expand(patterns, ctx):
             kind = fmt if fmt != "auto" else ("reportlog" if path.suffix == ".jsonl" else "junit")
+            acc.file_commits = []
             try:
                 parse = _parse_reportlog if kind == "reportlog" else _parse_junit
                 sha, count = parse(path, shown, acc)
             except OSError as exc:
                 raise ProbeError("file.unreadable", f"cannot read {shown}: {exc.strerror or exc}") from None
-            acc.files.append({"path": shown, "sha256": sha, "format": kind, "tests": count})
+            sidecar = _sidecar_commit(path, shown)
+            acc.files.append({"path": shown, "sha256": sha, "format": kind, "tests": count,
+                              **_commit_record(acc.file_commits, sidecar)})
             sources.append(shown)
+            if sidecar is not None:
+                sources.append(shown + COMMIT_SIDECAR)
         return ProbeResult(value=acc.value(), sources=sources)
 
     def empty_value(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -716,7 +765,8 @@ class JunitProbe:
         phase's checks against."""
         acc = _Results(bool(params.get("per_test", True)))
         acc.files.append({"path": "report.xml", "sha256": hashlib.sha256(b"<testsuites/>").hexdigest(),
-                          "format": "junit", "tests": 0})
+                          "format": "junit", "tests": 0, "commit": None, "commit_source": None,
+                          "commit_conflict": []})
         return acc.value()
 
 

@@ -22,7 +22,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.python_stack",
     "policyrun.probes.python_source",
     "policyrun.probes.toolchain",
-    "policyrun.probes.junit",
+    "policyrun.probes.junit", "policyrun.probes.testinventory",
     "policyrun.probes.results",
     "policyrun.probes.system",
     "policyrun.probes.host", "policyrun.probes.python_modules",

@@ -400,6 +400,8 @@ def test_static_gate_is_not_a_pass_without_the_failure(implemented: tuple[Path, 
     no_failure = no_failure.replace('failures="1"', 'failures="0"').replace('tests="202"', 'tests="201"')
     junit = tmp_path / "unit.xml"
     junit.write_text(no_failure)
+    # the run's commit, recorded as the flagship asks (a sidecar): only the collection skips remain
+    (tmp_path / "unit.xml.commit").write_text(git(repo, "rev-parse", "HEAD"))
     trace = _implementation(repo, base, vllm_repo, junit, tmp_path / "out", monkeypatch)
     gate = phases(trace)["STATIC_AND_UNIT_GATE"]
     assert gate["status"] == "BLOCKED"

@@ -96,8 +96,8 @@ class Upgrade:
     head: str
     evidence: Path
     shas: dict[str, str]
-    unit_junit: Path          # the corpus's unit-target.xml (450 tests, 39 NPU-only skips)
-    unit_junit_nonpu: Path    # the same run without the NPU-only modules
+    unit_junit: Path          # the corpus's unit-target.xml (450 tests, 39 NPU-only skips), stamped with HEAD
+    unit_junit_nonpu: Path    # the same run without the NPU-only modules, stamped with HEAD
     e2e_junit: Path
     accuracy: Path
     upgrade_commits: list[str] = field(default_factory=list)
@@ -171,11 +171,29 @@ def rewrite_attestation(src: Path, shas: dict[str, str]) -> dict[str, Any]:
     return data
 
 
+def stamp_commit(src: Path, dest: Path, sha: str | None, *, how: str = "property") -> Path:
+    """A copy of a JUnit file recording the commit it ran on: a `policyrun.commit` property of its
+    first testsuite (`how="property"`) or a `<dest>.commit` sidecar (`how="sidecar"`)."""
+    text = src.read_text()
+    text = re.sub(r'\s*<properties>\s*<property name="policyrun\.commit" value="[^"]*"\s*/>\s*</properties>', "", text)
+    if sha is not None and how == "property":
+        at = re.search(r"<testsuite\b[^>]*?(?<!/)>", text)
+        assert at, src
+        text = (text[:at.end()] + f'<properties><property name="policyrun.commit" value="{sha}" /></properties>'
+                + text[at.end():])
+    dest.write_text(text)
+    sidecar = dest.with_name(dest.name + ".commit")
+    if sha is not None and how == "sidecar":
+        sidecar.write_text(sha + "\n")
+    elif sidecar.exists():
+        sidecar.unlink()
+    return dest
+
+
 def gpu_evidence(up_dir: Path, head: str) -> tuple[Path, Path]:
     """Passing E2E and accuracy results for `head` (examples/final-pass's, re-addressed)."""
     example = ROOT / "examples" / "final-pass" / "evidence"
-    e2e = up_dir / "e2e.xml"
-    shutil.copyfile(example / "e2e.xml", e2e)
+    e2e = stamp_commit(example / "e2e.xml", up_dir / "e2e.xml", head)
     accuracy = up_dir / "accuracy.yaml"
     doc = yaml.safe_load((example / "accuracy.yaml").read_text())
     doc["afd_sha"] = head
@@ -215,13 +233,14 @@ def build_upgrade(afd_repo: Path, vllm_repo: Path, corpus: Path, dest: Path) -> 
         *plan.get("exclusions", []),
         {"test": "tests.e2e.test_features::test_dbo_tp2", "reason": "DBO with TP>1 is an excluded cell"},
         {"test": "tests.e2e.test_models::test_npu_parity", "reason": "NPU-only scenario"}]
+    # The upgrade is the GPU backend's: NPU-only test modules are out of its scope (issue 18 item 11).
+    plan["backends"] = ["gpu"]
     (evidence / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     native = yaml.safe_load((ROOT / "examples" / "final-pass" / "evidence" / "native-control.yaml").read_text())
     (evidence / "native-control.yaml").write_text(yaml.safe_dump(native, sort_keys=False))
-    unit = dest / "unit-target.xml"
-    shutil.copyfile(source / "evidence" / "unit-target.xml", unit)
-    nonpu = dest / "unit-target-nonpu.xml"
-    shutil.copyfile(source / "evidence" / "unit-target-nonpu.xml", nonpu)
+    unit = stamp_commit(source / "evidence" / "unit-target.xml", dest / "unit-target.xml", head)
+    nonpu = stamp_commit(source / "evidence" / "unit-target-nonpu.xml", dest / "unit-target-nonpu.xml", head,
+                         how="sidecar")
     e2e, accuracy = gpu_evidence(dest, head)
     return Upgrade(repo=repo, vllm=vllm_repo, base=base, head=head, evidence=evidence, shas=shas,
                    unit_junit=unit, unit_junit_nonpu=nonpu, e2e_junit=e2e, accuracy=accuracy,
@@ -248,16 +267,17 @@ def machine_facts(python: str) -> dict[str, Any]:
 
 def evaluate_upgrade(up: Upgrade, mode: str, out: Path, monkeypatch: pytest.MonkeyPatch, *,
                      repo: Path | None = None, gpu_validation: bool = False,
-                     machine: dict[str, Any] | None = None, **inputs: Any) -> dict[str, Any]:
+                     machine: dict[str, Any] | None = None, formats: str | None = None,
+                     **inputs: Any) -> dict[str, Any]:
     """Collect the facts for real in the checkout, inject the machine facts, evaluate the snapshot.
 
     `inputs` override the defaults (unit_junit, e2e_junit, accuracy_results, evidence_dir, ...);
-    an input set to None is left out."""
+    an input set to None is left out. `formats` (e.g. "md") writes those reports into `out`."""
     checkout = repo or up.repo
     monkeypatch.chdir(checkout)
     defaults: dict[str, Any] = {
         "vllm_src": up.vllm, "target_ref": "v0.27.0", "afd_base": up.base, "python": sys.executable,
-        "evidence_dir": up.evidence, "unit_junit": up.unit_junit_nonpu}
+        "evidence_dir": up.evidence, "unit_junit": up.unit_junit}
     if mode == "final-validation" or gpu_validation:
         defaults.update(e2e_junit=up.e2e_junit, accuracy_results=up.accuracy)
     if gpu_validation:
@@ -275,7 +295,7 @@ def evaluate_upgrade(up: Upgrade, mode: str, out: Path, monkeypatch: pytest.Monk
             data["facts"][probe]["provenance"]["error"] = None
     facts_path.write_text(json.dumps(data))
     code = main(["evaluate", "upgrade-gpu-version", "--mode", mode, *sets, "--facts", str(facts_path),
-                 "--out", str(out), "-q"])
+                 "--out", str(out), "-q", *(["--format", formats] if formats else [])])
     trace: dict[str, Any] = json.loads((out / "trace.json").read_text())
     assert code == trace["exit_code"]
     return trace
