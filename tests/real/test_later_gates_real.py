@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from tests.real.conftest import copy_repo, git
-from tests.real.upgrade import DOCS_DATE, Upgrade, checks, evaluate_upgrade, git_env, gpu_evidence, phase, statuses
+from tests.real.upgrade import (DOCS_DATE, Upgrade, checks, evaluate_upgrade, git_env, gpu_evidence, phase,
+                                stamp_commit, statuses)
 
 RUNNER = "afd_plugin/v1/worker/attention_model_runner.py"
 FFN_RUNNER = "afd_plugin/v1/worker/ffn_model_runner.py"
@@ -42,8 +43,10 @@ def _mistake(up: Upgrade, where: Path, edits: list[tuple[str, str, str]], messag
         file.write_text(text.replace(old, new, 1))
     git_env(repo, "commit", "-qam", message, date=DOCS_DATE)
     head = git(repo, "rev-parse", "HEAD").strip()
+    # Evidence belongs to the audited commit: the same runs, recorded for the new HEAD.
     e2e, accuracy = gpu_evidence(where, head)
-    return dataclasses.replace(up, repo=repo, head=head, e2e_junit=e2e, accuracy=accuracy)
+    unit = stamp_commit(up.unit_junit, where / "unit-target.xml", head)
+    return dataclasses.replace(up, repo=repo, head=head, e2e_junit=e2e, accuracy=accuracy, unit_junit=unit)
 
 
 def _final(up: Upgrade, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **inputs: Any) -> dict[str, Any]:
