@@ -213,6 +213,7 @@ def test_a_lock_whose_requirement_specifier_was_not_regenerated_says_regenerate_
 # --- item 6: exclusions come from the plan ---------------------------------------------------------------
 
 def _e2e_with_skip(up: Upgrade, where: Path, test: str, reason: str) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
     e2e = where / "e2e-extra.xml"
     text = up.e2e_junit.read_text()
     case = (f'<testcase classname="tests.e2e.test_features" name="{test}" time="0.5"><skipped type="pytest.skip" '
@@ -251,3 +252,36 @@ def test_prose_exclusions_excuse_no_skip(upgraded_afd: Upgrade, tmp_path: Path,
     assert gate["status"] == "FAIL"
     assert "tests.e2e.test_features::test_dbo_tp2" in gate["blocker"]
     assert "tests.e2e.test_models::test_npu_parity" in gate["blocker"]
+
+
+def test_a_plan_exclusion_by_cell_excuses_that_parametrisation_only(upgraded_afd: Upgrade, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    evidence = tmp_path / "evidence"
+    shutil.copytree(upgraded_afd.evidence, evidence)
+    plan = yaml.safe_load((evidence / "plan.yaml").read_text())
+    plan["exclusions"].append({"cell": "tp4", "reason": "the AFD cell is validated on two GPUs only"})
+    (evidence / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    excused = _e2e_with_skip(upgraded_afd, tmp_path / "a", "test_dbo[tp4]", "needs a four-GPU cell")
+    final = _final(upgraded_afd, tmp_path / "a", monkeypatch, e2e_junit=excused, evidence_dir=evidence)
+    assert statuses(final)["GPU_BASIC_E2E_GATE"] == "PASS", phase(final, "GPU_BASIC_E2E_GATE")
+    assert final["verdict"]["id"] == "gpu_validated"
+    other = _e2e_with_skip(upgraded_afd, tmp_path / "b", "test_dbo[tp8]", "needs an eight-GPU cell")
+    final = _final(upgraded_afd, tmp_path / "b", monkeypatch, e2e_junit=other, evidence_dir=evidence)
+    assert phase(final, "GPU_BASIC_E2E_GATE")["blocker"] == (
+        "unexplained skip(s), not a full pass: tests.e2e.test_features::test_dbo[tp8] (needs an eight-GPU cell)")
+
+
+def test_a_gpu_source_line_naming_the_short_old_release_fails_the_audit(upgraded_afd: Upgrade, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = "afd_plugin/compat/patches/engine_core.py"
+    text = (upgraded_afd.repo / engine).read_text()
+    old = next(line for line in text.splitlines() if line.startswith("The copied methods follow vLLM v0.27.0"))
+    up = _mistake(upgraded_afd, tmp_path / "m", [(engine, old, old.replace("v0.27.0", "v0.26"))],
+                  "engine: docstring left on the old line")
+    line = _line(up.repo, engine, "The copied methods follow vLLM v0.26")
+    final = _final(up, tmp_path, monkeypatch)
+    _gates_before(final, "FINAL_AUDIT")
+    audit = phase(final, "FINAL_AUDIT")
+    assert audit["status"] == "FAIL"
+    assert audit["blocker"] == f"0.26.0 is still named in {engine}:{line}"
+    assert audit["next_allowed_action"] == "report each line the blocker lists; final validation does not edit"
