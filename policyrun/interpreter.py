@@ -211,10 +211,12 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
                            rec["message"], _check_next(ctx, stop.next))
                 break
 
-    worst: tuple[int, Rec, str | None] | None = None  # (severity, deciding record, its next action)
+    # (severity, deciding record, its next action, its violations: the next action may read them)
+    worst: tuple[int, Rec, str | None, list[Any] | None] | None = None
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
+        violations = rec.pop("_violations", None)
         if stopped is not None:
             # Recorded with its result and message, but it imposes nothing: the stop condition
             # decided the status (so no check outranks the phase it belongs to).
@@ -224,7 +226,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
-            worst = (SEVERITY[status], rec, ev.next)
+            worst = (SEVERITY[status], rec, ev.next, violations)
     if stopped is not None:
         return record(stopped[0], stopped[1], checks, stopped[2], stopped[3])
     waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
@@ -234,7 +236,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         status = worst[1]["outcome"]
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
         return record(status, f"evidence {', '.join(failing)}{waived_note}", checks, worst[1]["message"],
-                      _check_next(ctx, worst[2]))
+                      _check_next(ctx, worst[2], worst[3]))
     unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]
                and not c.get("waiver")]
     reason = "all evidence satisfied" if not unknown else \
@@ -318,6 +320,7 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
     rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
     if violations is not None:
         rec["violations"] = _summarise(violations)
+        rec["_violations"] = violations  # taken back by _phase for the next action, never in the trace
     return _decide(ctx, ev, rec, outcome, violations)
 
 
@@ -346,8 +349,12 @@ def _render_violations(violations: list[Any]) -> str:
     return bounded_text("; ".join(render_value(v) for v in violations))
 
 
-def _check_next(ctx: EvalContext, template: str | None) -> str | None:
-    return interpolate_text(template, ctx.variables) if template else None
+def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None = None) -> str | None:
+    """A check's own next action, with its `violations` bound as in its message."""
+    if not template:
+        return None
+    variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
+    return interpolate_text(template, variables)
 
 
 def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> str | None:

@@ -1240,7 +1240,10 @@ def plan_doc(current_sha: str, target_sha: str) -> dict[str, Any]:
              "removal_plan": "delegate to UBatchWrapper once it exposes a hand-off callback",
              "tests": ["tests/unit/v1/worker/test_dbo.py"]},
         ],
-        "exclusions": ["NPU-only scenario", "DBO with TP>1 is an excluded cell"],
+        "exclusions": [
+            {"test": "tests.e2e.test_features::test_dbo_tp2", "reason": "DBO with TP>1 is an excluded cell"},
+            {"test": "tests.e2e.test_models::test_npu_parity", "reason": "NPU-only scenario"},
+            "FP8 KV cache is not supported by the AFD connector (no test runs it)"],
         "evidence_gaps": [],
     }
 

@@ -14,6 +14,7 @@ from policyrun import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.claims import ClaimsProbe, parse_blocks
+from tests.claimconventions import vllm_claims
 from tests.gitfixtures import init_repo, snapshot
 
 DOC = textwrap.dedent("""\
@@ -65,14 +66,14 @@ DOC = textwrap.dedent("""\
 
 
 def _run(root: Path, **params: Any) -> dict[str, Any]:
-    value = ClaimsProbe().run({"root": str(root), **params}, ProbeContext(base_dir=root, timeout_s=30)).value
+    value = ClaimsProbe().run({"root": str(root), **vllm_claims(), **params}, ProbeContext(base_dir=root, timeout_s=30)).value
     jsonschema.validate(value, ClaimsProbe.fact_schema)
     return value
 
 
 def _error(root: Path, **params: Any) -> ProbeError:
     with pytest.raises(ProbeError) as info:
-        ClaimsProbe().run({"root": str(root), **params}, ProbeContext(base_dir=root, timeout_s=30))
+        ClaimsProbe().run({"root": str(root), **vllm_claims(), **params}, ProbeContext(base_dir=root, timeout_s=30))
     return info.value
 
 
@@ -186,3 +187,23 @@ def test_registered_and_read_from_cel(docs: Path) -> None:
     check = expr.compile_expr("facts.d.by_scope.npu.all(v, v == '0.26.0') && "
                               "facts.d.claims.exists(c, c.context == 'code' && c.scope == 'gpu')")
     assert expr.evaluate(check, {"facts": {"d": _run(docs)}}).value is True
+
+
+def test_the_defaults_know_no_product(tmp_path: Path) -> None:
+    # The engine ships no plugin's vocabulary: the subject is required, and nothing in the defaults
+    # names vLLM, its other products or its backends (the flagship's vars hold those).
+    from policyrun.probes.claims import PARAMS_SCHEMA
+
+    assert "subject" in PARAMS_SCHEMA["required"]
+    defaults = repr({k: v.get("default") for k, v in PARAMS_SCHEMA["properties"].items()}).lower()
+    for word in ("vllm", "ascend", "cuda", "nccl", "gpu", "npu"):
+        assert word not in defaults, word
+    (tmp_path / "README.md").write_text(
+        "# Acme\n\nThis plugin supports Acme 2.1.0 on CUDA.\nIt was validated on vLLM v0.26.0.\n"
+        "Set the ratio to 0.5 or v3.\n")
+    v = ClaimsProbe().run({"root": str(tmp_path), "subject": r"(?i)\bacme\b"},
+                          ProbeContext(base_dir=tmp_path, timeout_s=30)).value
+    got = [(m["line"], m["version"], m["class"], m["scope"]) for m in v["mentions"]]
+    assert got == [(3, "2.1.0", "support", "general")]  # vLLM's version is another product's; 0.5 is a number
+    with pytest.raises(jsonschema.ValidationError, match="subject"):  # collect reports it as params.invalid
+        jsonschema.validate({"root": "."}, PARAMS_SCHEMA)

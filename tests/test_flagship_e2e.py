@@ -187,6 +187,7 @@ def test_planning_audit_passes_with_attestations(plugin: fx.PluginRepo, upstream
     assert derived(trace, "identity_sources") == [
         {"kind": "pin", "source": "pyproject.toml:16", "value": "0.26.1"},
         {"kind": "pin", "source": "uv.lock:16", "value": "0.26.1"},
+        {"kind": "pin", "source": "uv.lock:38", "value": "0.26.1"},  # the lock's copy of the project's requirement
         {"kind": "constant", "source": "afd_plugin/compat/vllm.py:12", "value": "0.26.1"},
         {"kind": "doc", "source": "README.md:8", "value": "0.26.1"},
         {"kind": "doc", "source": "README.md:19", "value": "0.26.1"},

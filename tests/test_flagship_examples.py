@@ -101,7 +101,7 @@ def test_identity_disagree_names_both_values_and_locations(tmp_path: Path, capsy
         "afd_plugin/compat/vllm.py:12 = 0.26.0")
     # The README's historical lines (0.24.0, 0.25.0, 0.25.1.dev12) and the NPU claims are no sources.
     sources = next(d for d in trace["derived"] if d["id"] == "identity_sources")["value"]
-    assert [s["source"] for s in sources] == ["pyproject.toml:16", "uv.lock:16", "afd_plugin/compat/vllm.py:12",
+    assert [s["source"] for s in sources] == ["pyproject.toml:16", "uv.lock:16", "uv.lock:38", "afd_plugin/compat/vllm.py:12",
                                               "README.md:8", "README.md:19", "README.md:30", "docs/gpu/user-guide.md:3"]
 
 

@@ -399,3 +399,27 @@ def test_plain_git_status_would_have_rewritten_the_index(repo: GitRepo) -> None:
     subprocess.run(["git", "status", "--porcelain"], cwd=repo.path, capture_output=True, check=True,
                    env={k: v for k, v in os.environ.items() if k != "GIT_OPTIONAL_LOCKS"})
     assert snapshot(repo).index_mtime_ns != before.index_mtime_ns
+
+
+def test_commits_looks_up_many_ids_and_reports_the_ones_it_does_not_hold(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("a.txt", "1\n")
+    first = repo.commit("one")
+    repo.write("a.txt", "2\n")
+    second = repo.commit("two")
+    repo.git("tag", "-a", "v1", "-m", "release", first)
+    tag_object = repo.git("rev-parse", "v1").strip()
+    tree = repo.git("rev-parse", f"{second}^{{tree}}").strip()
+    absent = "98945f69035af6035660609b04d7b4a34fcc94be"
+    v = run_probe("git.commits", {"path": str(repo.path), "shas": [second[:12], first, tag_object, absent, tree,
+                                                                     "v1", first]}, repo.path).value
+    assert [(c["ref"], c["found"], c["sha"], c["reason"]) for c in v["commits"]] == [
+        (second[:12], True, second, None),
+        (first, True, first, None),
+        (tag_object, True, first, None),  # an annotated tag's object peels to its commit
+        (absent, False, None, "missing"),  # upstream history a release-archive source does not hold
+        (tree, False, None, "missing"),  # not a commit
+        ("v1", False, None, "not_hex"),  # commit ids only: a name is never resolved here
+    ]
+    assert v["by_ref"][absent] is None and v["by_ref"][second[:12]] == second
+    assert v["unresolved"] == [absent, tree, "v1"]

@@ -613,7 +613,7 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "imports_rev": ("python.imports", {"root": p, "rev": "v1"}),
         "symbols": ("python.symbols", {"path": p, "files": ["src/*.py"], "compare_rev": "v1"}),
         "constants": ("python.constants", {"root": p, "names": ["TARGET"]}),
-        "claims": ("docs.claims", {"root": p}),
+        "claims": ("docs.claims", {"root": p, "subject": "(?i)\\bvllm\\b"}),
         "markers": ("markers", {"root": p}),
     }
     return {pid: {"uses": kind, "with": params} for pid, (kind, params) in probes.items()}

@@ -270,3 +270,64 @@ def test_unreadable_files_fail_closed_and_links_are_listed(tmp_path: Path) -> No
         with pytest.raises(ProbeError) as exc:
             MarkersProbe().run({"root": str(root)}, ctx)
         assert exc.value.code == "file.unreadable"
+
+
+DOCUMENTED = '''\
+"""Copies of upstream runner methods.
+
+Upstream source: ``vllm_ascend/platform.py`` at commit ``80d8c194f``.
+"""
+
+
+def _cat(results):
+    """Concatenate the ubatch outputs.
+
+    Upstream source: vLLM v0.26.0 commit 568afb3a1,
+    ``gpu_ubatch_wrapper._cat_ubatch_outputs``.
+
+    Patch reason: nested auxiliary outputs.
+    """
+    # ### PATCH START: nested outputs
+    return results
+    # ### PATCH END: nested outputs
+
+
+class Runner:
+    # Patch reason: capture publishes AFD metadata.
+    # Signature: matches upstream; no added parameters.
+    # Upstream: vLLM v0.26.0, vllm/v1/worker/gpu_model_runner.py
+    # Commit: 568afb3a13806beb53bb2e6bd518269357b237c0
+    def capture(self):
+        # ### PATCH START: publish
+        pass
+        # ### PATCH END: publish
+'''
+
+
+def test_docstring_fields_are_read_like_comment_fields_and_every_row_is_at_its_own_line(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "plugin")
+    repo.write("pkg/runner.py", DOCUMENTED)
+    repo.commit("plugin")
+    v = _run(repo.path)
+    D = DOCUMENTED
+    got = [(r["line"], r["block"], r["form"], r["field"], r["text"]) for r in v["field_rows"]]
+    assert got == [
+        (_at(D, "``vllm_ascend/platform.py``"), 1, "docstring", "upstream",
+         "``vllm_ascend/platform.py`` at commit ``80d8c194f``."),
+        (_at(D, "vLLM v0.26.0 commit"), _at(D, '"""Concatenate'), "docstring", "upstream",
+         "vLLM v0.26.0 commit 568afb3a1, ``gpu_ubatch_wrapper._cat_ubatch_outputs``."),
+        (_at(D, "Patch reason: nested"), _at(D, '"""Concatenate'), "docstring", "reason", "nested auxiliary outputs."),
+        (_at(D, "# Patch reason: capture"), _at(D, "# Patch reason: capture"), "comment", "reason",
+         "capture publishes AFD metadata."),
+        (_at(D, "# Signature:"), _at(D, "# Patch reason: capture"), "comment", "signature",
+         "matches upstream; no added parameters."),
+        (_at(D, "# Upstream: vLLM"), _at(D, "# Patch reason: capture"), "comment", "upstream",
+         "vLLM v0.26.0, vllm/v1/worker/gpu_model_runner.py"),
+        (_at(D, "# Commit:"), _at(D, "# Patch reason: capture"), "comment", "commit",
+         "568afb3a13806beb53bb2e6bd518269357b237c0"),
+    ]
+    # a region in a function documented only by its docstring takes the docstring's fields
+    regions = v["files"][0]["regions"]
+    assert regions[0]["enclosing"] == "_cat" and regions[0]["doc_line"] == _at(D, '"""Concatenate')
+    assert regions[0]["fields"]["reason"] == "nested auxiliary outputs."
+    assert v["by_file"]["pkg/runner.py"]["has"]["reason"] is True

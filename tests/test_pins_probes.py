@@ -138,3 +138,20 @@ def test_constant_file_errors(tmp_path: Path) -> None:
     with pytest.raises(ProbeError) as info:
         constant(tmp_path / "absent.py", "X")
     assert info.value.code == "file.not_found"
+
+
+def test_a_lock_files_requirement_specifiers_are_sources_with_their_line(tmp_path: Path) -> None:
+    # uv copies the project's own requirements into the lock: a pin bumped in pyproject.toml
+    # without `uv lock` leaves the old specifier there, and the old locked version above it.
+    (tmp_path / "uv.lock").write_text(
+        'version = 1\n\n[[package]]\nname = "vllm"\nversion = "0.26.0"\n\n[[package]]\nname = "my-plugin"\n'
+        'version = "1.0"\n\n[package.metadata]\n'
+        'requires-dist = [\n    { name = "torch" },\n    { name = "vllm", marker = "extra == \'vllm\'", '
+        'specifier = "==0.26.0" },\n]\n\n[package.metadata.requires-dev]\n'
+        'test = [{ name = "vLLM", specifier = ">=0.26" }]\n')
+    got = [(s["line"], s["specifier"], s["version"], s["section"]) for s in pins(tmp_path, package="vllm")["sources"]]
+    assert got == [
+        (4, "0.26.0", "0.26.0", "package"),
+        (14, "==0.26.0", "0.26.0", "package.metadata.requires-dist (my-plugin)"),
+        (18, ">=0.26", None, "package.metadata.requires-dev.test (my-plugin)"),
+    ]

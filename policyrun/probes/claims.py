@@ -5,8 +5,10 @@ the sentence that introduces the list, table row with its column header, fenced 
 YAML front matter), attributed to a product, classified (`support`: the version the project
 targets, pins, requires, supports or was validated on now, including what is or is not supported
 on it; `history`: a former version, a past verification, a changelog entry; `other`), and scoped
-(`gpu`, `npu`, ... from the words around it). Every convention is a parameter; the defaults fit
-the real afd-plugin (a vLLM plugin whose docs also name vLLM-Ascend, a different product).
+(`gpu`, `npu`, ... from the words around it). Every convention is a parameter, and the defaults
+know no product: `subject` is required, and a rulebook's vars say which other products its docs
+name, its versions' shape and its backends' words (the flagship's `claim_*` vars hold the real
+afd-plugin's: vLLM, whose docs also name vLLM-Ascend, a different product).
 
 Classification looks at the narrowest text that decides: the sentence (a class word binds to the
 nearest version in its sentence, so "deployments from v0.19 are not supported on v0.26" gives one
@@ -28,38 +30,30 @@ from policyrun.probes.markers import Regex, user_regex
 from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
 DEFAULT_INCLUDE = ["/README*.md", "docs/**/*.md"]
-DEFAULT_SUBJECT = r"(?i)\bvllm\b"
-DEFAULT_OTHER_PRODUCTS = [
-    r"(?i)\bvllm[-_ ]ascend\b",
-    r"(?i)\b(?:vllm[-_])?afd[-_]plugin\b",
-    r"(?i)\b(?:python|pytorch|torch(?:[-_]npu)?|cann|cuda|nccl|hccl|triton|transformers|flashinfer|xformers)\b",
-]
-# vLLM releases are 0.x: `v0.26`, `v0.26.0`, `0.26.0`, `0.19.1rc1`, `0.19.1rc2.dev1327`, and a bare
-# `0.26` only right after the product's name (`vLLM 0.26`), so `--gpu-memory-utilization 0.90` and
-# `returns 0.0` are not versions. The first group that matched is the version.
-DEFAULT_VERSION = (r"(?:^|[^\w.])(?:v(0\.[1-9]\d*(?:\.\d+)?(?:rc\d+)?(?:\.dev\d+)?)"
-                   r"|(0\.[1-9]\d*\.\d+(?:rc\d+)?(?:\.dev\d+)?)"
-                   r"|(?i:vllm)(?:[-_ ](?i:ascend))?[\s=:~<>!]*[`*]*(0\.[1-9]\d*(?:rc\d+)?))"
+# The defaults know no product: which product (`subject`), which other products its docs name,
+# its version shape, and the words of its backends are the rulebook's conventions (the flagship's
+# `claim_*` vars hold the afd-plugin's). A version is `v1.2`, `v1.2.3` or `1.2.3`, with an `rcN`,
+# `aN`, `bN`, `.postN` or `.devN` part; a bare `1.2` is too easily a number to be a version.
+DEFAULT_OTHER_PRODUCTS: list[str] = []
+DEFAULT_VERSION = (r"(?:^|[^\w.])(?:v(\d+\.\d+(?:\.\d+)?(?:(?:rc|a|b)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)"
+                   r"|(\d+\.\d+\.\d+(?:(?:rc|a|b)\d+)?(?:\.post\d+)?(?:\.dev\d+)?))"
                    r"(?:$|[^\w.]|\.(?:$|\s))")
 DEFAULT_CLASSES: dict[str, list[str]] = {
     "support": [
         r"(?i)\btarget(?:s|ed|ing)?\b", r"(?i)\bsupport(?:s|ed)?\b", r"(?i)\bpin(?:s|ned)?\b",
         r"(?i)\bvalidated\b", r"(?i)\brequire[sd]?\b", r"(?i)\bprerequisites?\b", r"(?i)\bbaseline\b",
-        r"(?i)\b(?:in)?compatib(?:le|ility)\b", r"(?i)\bon\s+vllm\b",
-        r"(?i)^[\s*_`]*vllm[\s*_`]*$",  # a table row or heading that is just the product: | vLLM | 0.26.0 |
+        r"(?i)\b(?:in)?compatib(?:le|ility)\b",
     ],
     "history": [
         r"(?i)\b(?:former(?:ly)?|earlier|previous(?:ly)?|prior|older|legacy|historical|deprecated|obsolete)\b",
         r"(?i)\bno longer\b", r"(?i)\b(?:was|were) (?:verified|validated|tested|produced)\b",
-        r"(?i)\bfrom\s+[`*]*v?\d",  # deployments from v0.19.1rc1
+        r"(?i)\bfrom\s+[`*]*v?\d",  # deployments from v1.2
         r"^\W*\d{4}-\d{2}(?:-\d{2})?\b.*",  # a dated record: the whole sentence
         r"(?i)\b(?:changelog|change log|release notes|history)\b",
     ],
 }
-DEFAULT_SCOPES: dict[str, list[str]] = {
-    "gpu": [r"(?i)\b(?:cuda|nvidia|gpus?|nccl)\b"],
-    "npu": [r"(?i)\b(?:ascend|npus?|cann|hccl)\b", r"(?i)\bvllm[-_ ]ascend\b"],
-}
+# No backend words by default: every mention is `general` until the rulebook names its scopes.
+DEFAULT_SCOPES: dict[str, list[str]] = {}
 FALLBACK_CLASS = "other"
 FALLBACK_SCOPE = "general"
 _PRODUCT_WORDS = 3  # a product name this many words before a version or closer names its product
@@ -90,19 +84,20 @@ PARAMS_SCHEMA: dict[str, Any] = {
     "properties": {
         **TREE_PARAMS,
         "include": TREE_PARAMS["include"] | {"default": DEFAULT_INCLUDE},
-        "subject": {"type": "string", "default": DEFAULT_SUBJECT, "description": "RE2 pattern naming the "
-                    "product whose versions are wanted."},
+        "subject": {"type": "string", "minLength": 1, "description": "RE2 pattern naming the product whose "
+                    "versions are wanted (required: the probe knows no product)."},
         "other_products": {"type": "array", "items": _S, "default": DEFAULT_OTHER_PRODUCTS, "description":
                            "RE2 patterns naming other products: a version right after one is theirs."},
         "version": {"type": "string", "default": DEFAULT_VERSION, "description": "RE2 pattern of a version "
                     "mention; its first group that matched (or the group named `version`) is the version."},
-        "bare_versions": {"type": "boolean", "default": True, "description": "A version with no product name "
-                          "right before it belongs to the subject (docs of a plugin name its host's versions)."},
+        "bare_versions": {"type": "boolean", "default": False, "description": "A version with no product "
+                          "name right before it belongs to the subject (docs of a plugin name its host's versions)."},
         "classes": {"type": "object", "additionalProperties": _PATTERNS, "default": DEFAULT_CLASSES,
                     "description": "Ordered: class → RE2 patterns; earlier classes win ties; else `other`."},
         "scopes": {"type": "object", "additionalProperties": _PATTERNS, "default": DEFAULT_SCOPES,
                    "description": "Scope → RE2 patterns; a mention matching none is `general`."},
     },
+    "required": ["subject"],
     "additionalProperties": False,
 }
 
@@ -153,11 +148,11 @@ class _Config:
             return user_regex(pattern, f"parameter `{where}`", code="claims.invalid_pattern", groups=groups)
 
         return cls(
-            subject=rx(params.get("subject", DEFAULT_SUBJECT), "subject"),
+            subject=rx(params["subject"], "subject"),
             others=[rx(p, f"other_products[{i}]")
                     for i, p in enumerate(params.get("other_products", DEFAULT_OTHER_PRODUCTS))],
             version=rx(params.get("version", DEFAULT_VERSION), "version", groups=1),
-            bare=bool(params.get("bare_versions", True)),
+            bare=bool(params.get("bare_versions", False)),
             classes={name: [rx(p, f"classes.{name}[{i}]") for i, p in enumerate(pats)]
                      for name, pats in params.get("classes", DEFAULT_CLASSES).items()},
             scopes={name: [rx(p, f"scopes.{name}[{i}]") for i, p in enumerate(pats)]

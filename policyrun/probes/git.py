@@ -750,6 +750,49 @@ class ResolveProbe(GitProbe):
                 "annotated": obj != peeled, "full_name": full_name}
 
 
+class CommitsProbe(GitProbe):
+    kind = "git.commits"
+    summary = ("Several commit ids (full or abbreviated hex, as annotations and messages quote them) looked up "
+               "at once; one the repository does not hold is reported, never an error.")
+    params_schema = _params(["shas"], shas=_prop("array", "Commit ids to look up (hex, 4 to 64 digits); "
+                                                          "anything else is reported as not a commit id.",
+                                                  items={"type": "string"}, maxItems=10000))
+    fact_schema = _fact(
+        "Each id, found or not.",
+        commits=_prop("array", "One row per distinct id, in the order given: `{ref, found, sha, reason}`; "
+                      "`reason` is `missing`, `ambiguous` or `not_hex` when not found.",
+                      items={"type": "object", "properties": {
+                          "ref": {"type": "string"}, "found": {"type": "boolean"},
+                          "sha": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]}}}),
+        by_ref=_prop("object", "id → full commit sha, or null when the repository does not hold it.",
+                     additionalProperties={"type": ["string", "null"]}),
+        unresolved=_prop("array", "The ids the repository does not hold (or not unambiguously).",
+                         items={"type": "string"}),
+    )
+
+    def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
+        refs = list(dict.fromkeys(params["shas"]))
+        hexes = [r for r in refs if _HEX.fullmatch(r)]
+        answers: dict[str, tuple[str | None, str | None]] = {r: (None, "not_hex") for r in refs if r not in hexes}
+        if hexes:
+            # One batch for every id; `^{commit}` peels a tag and refuses a tree or blob.
+            proc = repo.run(["cat-file", "--batch-check"],
+                            stdin="".join(f"{r.lower()}^{{commit}}\n" for r in hexes).encode())
+            lines = proc.stdout.decode("utf-8", "replace").splitlines()
+            for ref, line in zip(hexes, lines, strict=False):
+                parts = line.split()
+                if len(parts) == 3 and parts[1] == "commit":
+                    answers[ref] = (parts[0], None)
+                else:
+                    answers[ref] = (None, "ambiguous" if parts[-1:] == ["ambiguous"] else "missing")
+            for ref in hexes[len(lines):]:
+                answers[ref] = (None, "missing")
+        rows = [{"ref": r, "found": answers[r][0] is not None, "sha": answers[r][0], "reason": answers[r][1]}
+                for r in refs]
+        return {"commits": rows, "by_ref": {r["ref"]: r["sha"] for r in rows},
+                "unresolved": [r["ref"] for r in rows if not r["found"]]}
+
+
 class AncestryProbe(GitProbe):
     kind = "git.ancestry"
     summary = "Whether one commit is an ancestor of another, and their merge base."
@@ -1002,5 +1045,5 @@ class WorktreesProbe(GitProbe):
         return out
 
 
-PROBES: list[Any] = [RepoProbe(), ResolveProbe(), AncestryProbe(), DiffProbe(), LogProbe(), ShowProbe(),
+PROBES: list[Any] = [RepoProbe(), ResolveProbe(), CommitsProbe(), AncestryProbe(), DiffProbe(), LogProbe(), ShowProbe(),
                      WorktreesProbe()]

@@ -95,7 +95,11 @@ _FILE = {"type": "object", "properties": {
     "docstring": _NS,
     "sections": {"type": "object", "additionalProperties": _S,
                  "description": "Docstring sections (`Why:`, `How:`, `Future plan:`) → their text."},
-    "parsed": {"type": "boolean", "description": "The file parsed as Python (enclosing names are known)."}}}
+    "parsed": {"type": "boolean", "description": "The file parsed as Python (enclosing names are known)."},
+    "field_sites": {"type": "array", "items": {"type": "object", "properties": {
+        "line": _I, "block": _I, "form": {"enum": ["comment", "docstring"]}, "field": _S, "text": _S}},
+        "description": "Every field value in a comment block or docstring, by line: `line` is the field's own "
+                       "line, `block` the first line of its block."}}}
 
 PARAMS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -136,10 +140,11 @@ FACT_SCHEMA: dict[str, Any] = {
                     "description": "Field name → found in some comment block of the file."}}}},
         "symbols": {"type": "array", "description": "Every (file, symbol) its module docstring names as patched, "
                     "flat, for joins.", "items": {"type": "object", "properties": {"file": _S, "symbol": _S}}},
-        "field_rows": {"type": "array", "description": "Every field value, flat, for joins: one row per region "
-                       "field (line: the region's documenting block, else its start marker), then the file's other "
-                       "values (line null).", "items": {"type": "object", "properties": {
-                           "file": _S, "line": {"type": ["integer", "null"]}, "field": _S, "text": _S}}},
+        "field_rows": {"type": "array", "description": "Every field value of every file, flat, for joins: "
+                       "`line` is the line the field's label is on (a value continued below keeps it), `block` "
+                       "the first line of its comment block or docstring, `form` `comment` or `docstring`.",
+                       "items": {"type": "object", "properties": {
+                           "file": _S, "line": _I, "block": _I, "form": _S, "field": _S, "text": _S}}},
         "root": _S, "rev": _NS, "rev_sha": _NS, "skipped": SKIPPED_SCHEMA,
     },
 }
@@ -149,18 +154,25 @@ def _flat_rows(files: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     """(symbol rows, field rows): the per-file lists flattened, so a rulebook joins them with the
     function library instead of nesting comprehensions."""
     symbols = [{"file": f["file"], "symbol": s} for f in files for s in f["symbols"]]
-    rows: list[dict[str, Any]] = []
-    for f in files:
-        seen: set[tuple[str, str]] = set()
-        for region in f["regions"]:
-            for name, text in region["fields"].items():
-                seen.add((name, text))
-                rows.append({"file": f["file"], "line": region.get("doc_line") or region["start_line"],
-                             "field": name, "text": text})
-        for name, texts in f["fields"].items():
-            rows.extend({"file": f["file"], "line": None, "field": name, "text": t}
-                        for t in texts if (name, t) not in seen)
+    rows = [{"file": f["file"], **site} for f in files for site in f["field_sites"]]
     return symbols, rows
+
+
+def _docstring_line(raw: str, first: bool, last: bool) -> str:
+    """A docstring's source line without its quotes (and string prefix on the first line)."""
+    text = raw.strip()
+    if first:
+        text = text.lstrip("rRbBuUfF")
+        for quote in ('"""', "'''", '"', "'"):
+            if text.startswith(quote):
+                text = text[len(quote):]
+                break
+    if last:
+        for quote in ('"""', "'''", '"', "'"):
+            if text.endswith(quote):
+                text = text[:-len(quote)]
+                break
+    return text.strip()
 
 
 @dataclass
@@ -218,6 +230,9 @@ class _Python:
     scopes: list[_Scope] = field(default_factory=list)
     in_strings: set[int] = field(default_factory=set)  # lines inside (not starting) a string literal
     docstring: str | None = None
+    # (first, last) source lines of every docstring, by the `def`/`class` line it documents (0: the
+    # module's): the plugin writes the same fields there as in comments ("Upstream source: ...").
+    docstrings: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def _python(text: str, path: str) -> _Python | None:
@@ -237,8 +252,19 @@ def _python(text: str, path: str) -> _Python | None:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def _docstring_lines(node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                     ) -> tuple[int, int] | None:
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[0].lineno, body[0].end_lineno or body[0].lineno
+    return None
+
+
 def _walk_python(tree: ast.Module) -> _Python:
     out = _Python(docstring=ast.get_docstring(tree, clean=True))
+    if (span := _docstring_lines(tree)) is not None:
+        out.docstrings[0] = span
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -246,6 +272,8 @@ def _walk_python(tree: ast.Module) -> _Python:
                 qual = f"{prefix}{child.name}"
                 first = min([child.lineno] + [d.lineno for d in child.decorator_list])
                 out.scopes.append(_Scope(first, child.lineno, child.end_lineno or child.lineno, qual))
+                if (span := _docstring_lines(child)) is not None:
+                    out.docstrings[child.lineno] = span
                 visit(child, qual + (".<locals>." if not isinstance(child, ast.ClassDef) else "."))
                 continue
             end = getattr(child, "end_lineno", None)
@@ -290,6 +318,15 @@ class _File:
                 self.stripped.pop(n, None)
             self.comments -= self.py.in_strings
             self._find_markers()
+        # Docstring lines read as comment lines ("# " + the line), so one field pattern serves
+        # `# Upstream source: ...` above a def and `Upstream source: ...` in its docstring.
+        self.doc_text: dict[int, str] = {}
+        self.doc_blocks: dict[int, list[int]] = {}
+        for owner, (first, last) in (self.py.docstrings.items() if self.py else ()):
+            block = list(range(first, last + 1))
+            for n in block:
+                self.doc_text[n] = "# " + _docstring_line(self.lines[n - 1], n == first, n == last)
+            self.doc_blocks[owner] = block
 
     def _find_markers(self) -> None:
         pats = self.pats
@@ -308,8 +345,8 @@ class _File:
     def _matches(self, scan: str) -> set[int]:
         """The comment lines a field or field_break pattern matches (scanned once per file)."""
         if self._field_lines is None:
-            lines = sorted(self.comments)
-            texts = [self.stripped[n] for n in lines]
+            lines = sorted(self.comments | self.doc_text.keys())
+            texts = [self._text(n) for n in lines]
             self._field_lines = {name: {lines[i] for i in sc.matching(texts)}
                                  for name, sc in self.pats.scans.items() if name.startswith("field")}
         return self._field_lines[scan]
@@ -323,30 +360,39 @@ class _File:
             n -= 1
         return out[::-1]
 
-    def fields_of(self, block: list[int]) -> dict[str, str]:
-        """Configured fields in a comment block; a value goes on over the next comment lines until
-        a blank comment, another label (`field_break`) or the block's end. A field given twice
-        keeps both values, one per line."""
-        values: dict[str, list[list[str]]] = {}
+    def _text(self, n: int) -> str:
+        return self.doc_text.get(n) or self.stripped.get(n, "")
+
+    def field_sites(self, block: list[int]) -> dict[str, list[tuple[int, str]]]:
+        """Configured fields in a comment block (or docstring), each value with the line its label
+        is on; a value goes on over the next lines until a blank comment, another label
+        (`field_break`) or the block's end. A field given twice keeps both values."""
+        values: dict[str, list[tuple[int, list[str]]]] = {}
         current: list[str] | None = None
         for n in block:
-            s = self.stripped[n]
+            s = self._text(n)
             hit = next(((name, m) for name, regex in self.pats.fields.items()
                         if n in self._matches(f"field:{name}") and (m := regex.search(s)) is not None), None)
             if hit is not None:
                 current = [(hit[1].group(1) or "").strip()]
-                values.setdefault(hit[0], []).append(current)
+                values.setdefault(hit[0], []).append((n, current))
             elif current is not None and (body := self._body(s)) and n not in self._matches("field_break"):
                 current.append(body)
             else:
                 current = None
-        return {name: "\n".join(" ".join(p for p in parts if p) for parts in texts) for name, texts in values.items()}
+        return {name: [(line, " ".join(p for p in parts if p)) for line, parts in texts]
+                for name, texts in values.items()}
+
+    def fields_of(self, block: list[int]) -> dict[str, str]:
+        """Field name → its value(s), one per line when given twice."""
+        return {name: "\n".join(text for _, text in sites) for name, sites in self.field_sites(block).items()}
 
     def _body(self, s: str) -> str:
         m = self.pats.comment.search(s)
         return s[m.end():].strip() if m is not None and m.start() == 0 else s
 
     def blocks(self) -> list[list[int]]:
+        """Every comment block, then every docstring, each a list of lines."""
         out: list[list[int]] = []
         for n in sorted(self.comments):
             if n in self.markers:
@@ -355,7 +401,18 @@ class _File:
                 out[-1].append(n)
             else:
                 out.append([n])
-        return out
+        return out + [self.doc_blocks[k] for k in sorted(self.doc_blocks)]
+
+    def sites(self) -> list[dict[str, Any]]:
+        """Every field value of the file with its own line, the first line of its block and the
+        form it is written in (a `comment` block or a `docstring`)."""
+        out: list[dict[str, Any]] = []
+        for block in self.blocks():
+            form = "docstring" if block[0] in self.doc_text else "comment"
+            for name, found in self.field_sites(block).items():
+                out.extend({"line": line, "block": block[0], "form": form, "field": name, "text": text}
+                           for line, text in found if text)
+        return sorted(out, key=lambda r: (r["line"], r["field"]))
 
     def fact(self) -> dict[str, Any]:
         regions, problems, max_depth = self._regions()
@@ -372,6 +429,7 @@ class _File:
             "file": self.path, "starts": starts, "ends": ends, "balanced": not problems and starts == ends,
             "max_depth": max_depth, "problems": problems, "regions": regions,
             "fields": {name: union.get(name, []) for name in self.pats.fields if name in union},
+            "field_sites": self.sites(),
             "symbols": _symbols(doc, self.pats.symbols), "docstring": doc,
             "sections": _sections(doc, self.pats.section), "parsed": self.py is not None,
         }
@@ -419,9 +477,12 @@ class _File:
         fields: dict[str, str] = {}
         doc_line = None
         for scope in scopes:
-            block = self.block_above(scope.first)
-            if block and (found := self.fields_of(block)):
-                fields, doc_line = found, block[0]
+            # The comment block above the definition, else its docstring.
+            for block in (self.block_above(scope.first), self.doc_blocks.get(scope.line, [])):
+                if block and (found := self.fields_of(block)):
+                    fields, doc_line = found, block[0]
+                    break
+            if doc_line is not None:
                 break
         above = self.block_above(line)
         if above and (found := self.fields_of(above)):

@@ -158,11 +158,34 @@ def requirements_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
 def lock_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
     doc, text = _load_toml(path, rel)
     finder = _LineFinder(text)
+    requirements: list[Pin] = []
     for package in doc.get("package", []):
         name = package.get("name", "")
         if normalize(name) == want and "version" in package:
             line = finder.find(re.compile(rf"^\s*name\s*=\s*[\"']{re.escape(name)}[\"']"))
             yield Pin(rel, line, str(package["version"]), "package", exact=True)
+        requirements.extend(_lock_requirements(package, want, rel, text))
+    yield from requirements
+
+
+def _lock_requirements(package: Any, want: str, rel: str, text: str) -> Iterator[Pin]:
+    """The requirement specifiers a lock file copies from the project's metadata (uv.lock's
+    `[package.metadata] requires-dist` and `requires-dev`): a pin bumped in pyproject.toml without
+    regenerating the lock leaves the old one here."""
+    metadata = package.get("metadata") if isinstance(package, dict) else None
+    if not isinstance(metadata, dict):
+        return
+    groups: list[tuple[str, Any]] = [("requires-dist", metadata.get("requires-dist"))]
+    dev = metadata.get("requires-dev")
+    groups += [(f"requires-dev.{g}", reqs) for g, reqs in (dev.items() if isinstance(dev, dict) else [])]
+    finder = _LineFinder(text)
+    for section, reqs in groups:
+        for req in reqs if isinstance(reqs, list) else []:
+            if not (isinstance(req, dict) and normalize(str(req.get("name", ""))) == want and "specifier" in req):
+                continue
+            name = re.escape(str(req["name"]))
+            line = finder.find(re.compile(rf"\{{[^}}]*\bname\s*=\s*[\"']{name}[\"'][^}}]*\bspecifier\s*="))
+            yield Pin(rel, line, str(req["specifier"]), f"package.metadata.{section} ({package.get('name', '?')})")
 
 
 def _reader(name: str) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.claims import ClaimsProbe
+from tests.claimconventions import vllm_claims
 from tests.real.conftest import copy_repo, git
 
 R, CP, EP, IX = ("README.md", "docs/design/module/compatibility_and_patches.md",
@@ -61,7 +62,7 @@ EXPECTED = [
 
 
 def _run(root: Path, **params: Any) -> dict[str, Any]:
-    return ClaimsProbe().run({"root": str(root), **params}, ProbeContext(base_dir=root, timeout_s=60)).value
+    return ClaimsProbe().run({"root": str(root), **vllm_claims(), **params}, ProbeContext(base_dir=root, timeout_s=60)).value
 
 
 def test_every_mention_classified_as_read_by_hand(afd_repo: Path) -> None:

@@ -336,7 +336,8 @@ def implemented(afd_repo: Path, vllm_repo: Path, planning: dict[str, Any],
         if path == "afd_plugin/compat/vllm.py":
             new = new.replace('= "0.26.0"', '= "0.27.0"')
         if path.endswith(".py"):
-            new = re.sub(r"(#\s*Upstream(?: source)?:\s*vLLM )v0\.26\.0", r"\g<1>v0.27.0", new)
+            # comment and docstring annotations alike (`Upstream source: vLLM v0.26.0 commit ...`)
+            new = re.sub(r"((?:#\s*)?Upstream(?: source)?:\s*vLLM )v0\.26\.0", r"\g<1>v0.27.0", new)
         if new != text:
             file.write_text(new, errors="surrogateescape")
             changed.append(path)

@@ -21,6 +21,16 @@ FIELD_LINES = {
 }
 
 
+def _docstring_lines(source: str) -> list[str]:
+    """Every line of the module's, each class's and each function's docstring."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node, clean=True)
+            out.extend(doc.split("\n") if doc else [])
+    return out
+
+
 def _grep_counts(repo: Path, needle: str) -> dict[str, int]:
     out = git(repo, "grep", "-c", needle, "HEAD", "--", "*.py", ":!tests")
     return {line.split(":")[1]: int(line.split(":")[2]) for line in out.splitlines()}
@@ -53,7 +63,9 @@ def test_markers_match_git_grep_and_ast(afd_repo: Path) -> None:
             assert r["enclosing"] is not None, (f["file"], r["start_line"])
             assert r["enclosing"].split(".")[-1] == _innermost_def(source, r["start_line"])
             assert "PATCH END" in lines[r["end_line"] - 1]
-        present = {name for name, rx in FIELD_LINES.items() if any(rx.match(ln) for ln in lines)}
+        # fields written in comments, or in docstrings (`Upstream source: ...` without the `#`)
+        docs = ["# " + ln for ln in _docstring_lines(source)]
+        present = {name for name, rx in FIELD_LINES.items() if any(rx.match(ln) for ln in lines + docs)}
         assert {name for name, has in v["by_file"][f["file"]]["has"].items() if has} == present, f["file"]
 
     # the patched functions' comment blocks, read through their multi-line values
@@ -70,6 +82,17 @@ def test_markers_match_git_grep_and_ast(afd_repo: Path) -> None:
     assert validation["regions"][0]["fields"]["functionality"] == (
         "temporarily uses a supported backend only during upstream EngineArgs-to-VllmConfig validation for "
         "AFD configs.")  # "Expansion exception:" is not swallowed
+    # a field in a docstring is a row at its own line, like a comment's
+    wrapper = "afd_plugin/v1/worker/npu/npu_ubatch_wrapper.py"
+    wrapper_lines = git(afd_repo, "show", f"HEAD:{wrapper}").split("\n")
+    own = next(n for n, ln in enumerate(wrapper_lines, 1) if ln.strip().startswith("Upstream source: vLLM v0.26.0"))
+    rows = [r for r in v["field_rows"] if r["file"] == wrapper and r["field"] == "upstream"]
+    assert [(r["line"], r["form"]) for r in rows] == [(own, "docstring")]
+    assert rows[0]["text"].startswith("vLLM v0.26.0 commit 568afb3a1, ``gpu_ubatch_wrapper._cat_ubatch_outputs``.")
+    comment_rows = [r for r in v["field_rows"] if r["file"] == "afd_plugin/v1/worker/attention_model_runner.py"
+                    and r["field"] == "commit"]
+    runner_lines = git(afd_repo, "show", "HEAD:afd_plugin/v1/worker/attention_model_runner.py").split("\n")
+    assert [r["line"] for r in comment_rows] == [n for n, ln in enumerate(runner_lines, 1) if "# Commit:" in ln]
     # every region in a file whose comments carry a reason gets one
     documented = [r for f in v["files"] if v["by_file"][f["file"]]["has"]["reason"] for r in f["regions"]]
     assert documented and all("reason" in r["fields"] for r in documented)

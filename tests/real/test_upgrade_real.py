@@ -65,7 +65,9 @@ def test_fixture_is_the_corpus_upgrade_on_the_tip(upgraded_afd: Upgrade, afd_rep
     up = upgraded_afd
     assert up.base == git(afd_repo, "rev-parse", "HEAD").strip()
     subjects = git(up.repo, "log", "--format=%s", f"{up.base}..HEAD").splitlines()[::-1]
-    assert len(subjects) == 9  # the corpus's seven, then the NPU region's comment fields and the claims
+    # the corpus's seven, then the NPU region's comment fields, the annotations' commits re-addressed to this
+    # clone's vLLM, and the claims
+    assert len(subjects) == 10
     assert subjects[0] == "compat: pin and require vLLM v0.27.0"
     assert subjects[-1].startswith("docs: claim vLLM v0.27.0")
     assert 'vllm==0.27.0' in (up.repo / "pyproject.toml").read_text()
