@@ -122,7 +122,7 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
     from datetime import UTC, date, datetime
 
     from policyrun.errors import Location
-    from policyrun.waivers import Waivers, as_of_refusal, load_waivers_file
+    from policyrun.waivers import Waivers, as_of_refusal, file_sha256, load_waivers_file
 
     today = datetime.now(UTC).date()
     if as_of is None:
@@ -137,4 +137,5 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
     refusal = as_of_refusal(day, today, parsed.issued) if as_of is not None else None
     if refusal is not None:
         raise UsageError(refusal, code="U003", location=issued_at or Location(str(path), 1, 1))
-    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None)
+    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None, file=str(path),
+                   sha256=file_sha256(path))

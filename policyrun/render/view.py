@@ -342,12 +342,14 @@ def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iter
 def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The `report` variable of every template; see docs/reports.md for its fields."""
     from policyrun.render.mermaid import render_mermaid
+    from policyrun.traceexceptions import KIND_LABELS, summary_line, trace_exceptions
 
     context = context or {}
     provenance = {p: provenance_view(v) for p, v in sorted(trace.provenance.items())}
     hardware_ids = {p.phase for p in trace.phases if _reads_hardware(p, trace)}
     phases = [_phase_view(p, i, provenance, p.phase in hardware_ids) for i, p in enumerate(trace.phases, 1)]
     counts = {s: sum(1 for p in trace.phases if p.status == s) for s in STATUSES}
+    exceptions = trace_exceptions(trace)
     return {
         "title": f"{trace.rulebook.name} · {trace.mode}",
         "rulebook": trace.rulebook.model_dump(mode="json"),
@@ -368,5 +370,8 @@ def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[s
         "gaps": _gaps(trace),
         "readiness": _readiness(phases, trace, context.get("hardware_phases", ())),
         "provenance": list(provenance.values()),
+        "exceptions": [{"kind": e.kind, "phase": e.phase, "check": e.check, "detail": e.detail,
+                        "label": KIND_LABELS[e.kind], "text": e.text()} for e in exceptions],
+        "exceptions_summary": summary_line(exceptions),
         "mermaid": render_mermaid(trace),
     }
