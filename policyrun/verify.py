@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from policyrun.rulebook import LoadedRulebook
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
-IGNORED = frozenset({"generated_at"})
+IGNORED = frozenset({"generated_at", "run"})  # who ran it, where and when: not a claim about the facts
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     rb = _load_rulebook(claim, request.rulebook)
     _same_rulebook(rb, claim)
     facts = merge_facts((str(p), load_facts(p)) for p in request.facts)
-    if facts.digest() != claim.facts_sha256:
+    legacy = facts.digest() != claim.facts_sha256 and facts.digest_v1() == claim.facts_sha256
+    if facts.digest() != claim.facts_sha256 and not legacy:
         raise UsageError(f"the facts have sha256 {facts.digest()}, but the {claim.source} was evaluated over facts "
                          f"{claim.facts_sha256}; pass the snapshot it was evaluated over (facts changed after the "
                          "fact cannot confirm a verdict)", code="V003")
@@ -140,6 +141,10 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, notes=notes,
                      fail_on_warn=claim.fail_on_warn, waivers=_waivers(claim, request.waivers))
     again = _relocated(trace, rb, claim)
+    if legacy:  # a trace written before digest format 2 (docs/semantics.md): the same facts
+        again = Reevaluation(again.trace.model_copy(update={"facts_sha256": claim.facts_sha256}),
+                             [*again.notes, f"the {claim.source} records the facts digest in format 1 (absolute "
+                                            "paths); these facts give it"])
     mismatches = pin_mismatches(request.pins, again.trace, facts) if request.pins else []
     return Reevaluation(again.trace, again.notes, mismatches)
 
@@ -441,7 +446,7 @@ def verify_trace(path: Path, request: Request) -> Outcome:
         lines += ["the trace also contradicts itself:", *(f"  - {p}" for p in problems)]
     if diffs:
         lines.append(f"NOT VERIFIED: {name} differs from its re-evaluation in {len(diffs)} field(s) "
-                     "(generated_at is not compared)")
+                     "(generated_at and run are not compared)")
     else:
         lines += [f"{name} is what its rulebook gives over these facts, but not what you pinned:",
                   *_summary(again.trace)]
@@ -559,7 +564,7 @@ def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | list[Path]
         return Outcome(not pinned, [*lines, verdict, *_summary(again.trace), *pinned, *tail], again.notes)
     return Outcome(False, [*lines, *(d.line("statement", "evaluation") for d in diffs),
                            f"NOT VERIFIED: the statement differs from its re-evaluation in {len(diffs)} field(s) "
-                           "(generatedAt is not compared)", *pinned, *tail], again.notes)
+                           "(generatedAt and run are not compared)", *pinned, *tail], again.notes)
 
 
 def _statement_exceptions(statement: dict[str, Any]) -> list[str]:

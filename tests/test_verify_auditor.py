@@ -238,3 +238,90 @@ def test_only_trusted_keys_verify_a_signed_statement(scenario: Scenario, tmp_pat
     # The statement's rulebook is checked against a pinned sha256 without any facts.
     assert main(["verify", "v.json", "--key", str(signer_pub), "--rulebook-sha256", "0" * 64]) == 1
     assert "PIN MISMATCH: the statement's rulebook has sha256 " in capsys.readouterr().out
+
+
+# --- provenance of the run ------------------------------------------------------------------------------
+
+
+def test_the_trace_and_statement_say_who_ran_it_where_and_with_what(scenario: Scenario,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import platform
+    import socket
+
+    from policyrun import __version__
+
+    assert scenario.evaluate() == 0
+    run = scenario.load()["run"]
+    assert run["policyrun_version"] == __version__ and run["python_version"] == platform.python_version()
+    assert run["hostname"] == socket.gethostname() and run["platform"] == platform.platform()
+    assert report(capsys, scenario.trace, "in-toto")["predicate"]["run"] == run
+    # Like generated_at it is not a claim about the facts: verify does not compare it ...
+    edited = scenario.edit(lambda t: t["run"].update(user="someone-else"))
+    assert scenario.verify(edited) == 0
+    capsys.readouterr()
+    # ... and --no-timestamp leaves it out, so traces stay byte-for-byte reproducible.
+    assert scenario.evaluate("--no-timestamp") == 0
+    assert scenario.load()["run"] is None
+
+
+def test_supplied_evidence_files_are_listed_with_their_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("plan.yaml").write_text("author: ada@example.com\nstages: [S1]\n")
+    Path("rb.yaml").write_text("""\
+policyrun: 1
+name: evidence-demo
+version: "1"
+modes:
+  audit: {phases: [PLAN]}
+probes:
+  plan: {uses: attestation, with: {path: plan.yaml, schema: {type: object}}}
+phases:
+  - id: PLAN
+    evidence:
+      - {id: staged, check: "size(facts.plan.document.stages) > 0"}
+""")
+    # An inline `schema:` (a mapping) once crashed lint's type check: exit 4.
+    assert main(["evaluate", "rb.yaml", "--mode", "audit", "--out", "out", "-q"]) == 0
+    trace = json.loads(Path("out/trace.json").read_text())
+    assert trace["evidence_files"] == [{"probe": "plan", "kind": "attestation", "path": str(tmp_path / "plan.yaml"),
+                                        "sha256": sha256(Path("plan.yaml")), "author": "author: ada@example.com"}]
+    assert report(capsys, Path("out/trace.json"), "in-toto")["predicate"]["evidenceFiles"] == [
+        {k: v for k, v in trace["evidence_files"][0].items()}]
+
+
+# --- the facts digest does not depend on where the repositories are ----------------------------------------
+
+
+def test_the_facts_digest_is_the_same_wherever_the_repositories_were_checked_out() -> None:
+    from policyrun.facts import FactsSnapshot
+
+    def snapshot(app: str, lib: str) -> FactsSnapshot:
+        text = json.dumps(facts_doc()).replace("/src/app", app).replace("/src/lib", lib)
+        return FactsSnapshot.model_validate_json(text)
+
+    here, there = snapshot("/src/app", "/src/lib"), snapshot("/home/ada/work/app", "/tmp/x/lib")
+    assert here.digest() == there.digest()
+    assert here.digest_v1() != there.digest_v1()  # format 1 hashed the absolute paths
+    assert here.roots() == {"/src/app": "1" * 40, "/src/lib": "2" * 40}
+    # Another commit, or a path that only starts like a root, is another snapshot.
+    moved = FactsSnapshot.model_validate_json(json.dumps(facts_doc()).replace('"head": "' + "2" * 40,
+                                                                              '"head": "' + "5" * 40))
+    assert moved.digest() != here.digest()
+    longer = FactsSnapshot.model_validate_json(json.dumps(facts_doc()).replace('"/src/other"', '"/src/app-old"'))
+    doc = facts_doc()
+    doc["facts"]["lib"]["value"]["note"] = "/src/app-old/x"
+    assert FactsSnapshot.model_validate(doc).digest() != here.digest()
+    assert longer.digest() == here.digest()
+
+
+def test_a_trace_with_a_format_1_digest_still_verifies(scenario: Scenario,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from policyrun.facts import load_facts
+
+    assert scenario.evaluate() == 0
+    v1 = load_facts(scenario.facts).digest_v1()
+    edited = scenario.edit(lambda t: t.update(facts_sha256=v1))
+    capsys.readouterr()
+    assert scenario.verify(edited) == 0
+    assert "records the facts digest in format 1" in result(capsys)[1]

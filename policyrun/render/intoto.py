@@ -86,7 +86,9 @@ def verdict_statement(trace: Trace) -> dict[str, Any]:
         "phases": [{"id": p.phase, "status": p.status} for p in trace.phases],
         "verdict": {"id": trace.verdict.id, "summary": trace.verdict.summary},
         "exitCode": trace.exit_code,
+        "evidenceFiles": [f.model_dump(mode="json", exclude_none=True) for f in trace.evidence_files],
         "generatedAt": trace.generated_at,
+        "run": trace.run.model_dump(mode="json") if trace.run else None,
     }
     return {"_type": STATEMENT_TYPE, "subject": [*repository_subjects(trace), *rulebook_subjects(trace)],
             "predicateType": VERDICT_PREDICATE, "predicate": predicate}
