@@ -22,12 +22,12 @@ def test_explain_failures_golden() -> None:
 
 def test_failures_shows_only_failing_phases_and_deciding_checks() -> None:
     text = render_explain(tf.flagship(), failures=True)
-    failed, _, not_run = text.partition("\nDid not run in mode final-validation (4; nothing is known about them):\n")
-    phases = [line.split(" — ")[0] for line in failed.splitlines()
-              if line and not line.startswith((" ", "exceptions:"))][3:]
+    body = text.split("\n\n", 1)[1]  # after the header, the summary and the exceptions
+    failed, _, not_run = body.partition("\nDid not run in mode final-validation (4; nothing is known about them):\n")
+    phases = [line.split(" — ")[0] for line in failed.splitlines() if line and not line.startswith(" ")]
     assert phases == ["ARCHITECTURE_GATE", "STATIC_AND_UNIT_GATE", "GPU_BASIC_E2E_GATE"]
     assert "unit_tests_pass" in text and "no_unexplained_skips" not in text  # SATISFIED check hidden
-    assert "FREEZE_IDENTITY" not in text and "FINAL_AUDIT" not in failed
+    assert "FREEZE_IDENTITY" not in body and "FINAL_AUDIT" not in failed
     assert "  FINAL_AUDIT: SKIPPED — gated by STATIC_AND_UNIT_GATE=FAIL\n" in not_run
 
 

@@ -81,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
                      fail_on_warn=args.fail_on == "warn", waivers=waivers)
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
-    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options)
+    from policyrun.render import rulebook_context
+
+    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
+                        context=rulebook_context(rb.model))
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)

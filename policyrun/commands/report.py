@@ -113,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
                          "and vsa", code="R004")
     else:
-        template = args.template or _rulebook_template(trace, args.format)
-        text = render(trace, args.format, template=template, context=load_context(args.context), options=options)
+        own_template, own_context = _rulebook_report(trace, args.format)
+        template = args.template or own_template
+        text = render(trace, args.format, template=template, context={**own_context, **load_context(args.context)},
+                      options=options)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
@@ -128,14 +130,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rulebook_template(trace: Any, fmt: str) -> Path | None:
-    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses),
-    when that rulebook is found with the very bytes the trace names; else the built-in one."""
+def _rulebook_report(trace: Any, fmt: str) -> tuple[Path | None, dict[str, Any]]:
+    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses)
+    and what it tells every report (`report.hardware_phases`), when that rulebook is found with the
+    very bytes the trace names; else the built-in template and nothing."""
     if fmt not in ("md", "html") or not trace.rulebook.path:
-        return None
+        return None, {}
     from policyrun.errors import PolicyrunError
     from policyrun.locate import shipped_dir
-    from policyrun.render import rulebook_templates
+    from policyrun.render import rulebook_context, rulebook_templates
     from policyrun.rulebook import load_rulebook
 
     recorded = trace.rulebook.path
@@ -145,7 +148,7 @@ def _rulebook_template(trace: Any, fmt: str) -> Path | None:
         if rb.sha256 != trace.rulebook.sha256:
             sys.stderr.write(terminal_text(f"policyrun: note: {recorded} has changed since the trace was written; "
                                            "using the built-in template (pass --template to choose)") + "\n")
-            return None
-        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt)
+            return None, {}
+        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt), rulebook_context(rb.model)
     except (PolicyrunError, OSError):
-        return None
+        return None, {}

@@ -68,6 +68,15 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
     return lines
 
 
+def _summary_lines(trace: Trace) -> list[str]:
+    from policyrun.render.summary import build_summary, summary_lines
+    from policyrun.render.view import _identities, provenance_view
+    from policyrun.traceexceptions import trace_exceptions
+
+    provenance = {p: provenance_view(v) for p, v in trace.provenance.items()}
+    return summary_lines(build_summary(trace, trace_exceptions(trace), _identities(trace, provenance)))
+
+
 def _exception_lines(trace: Trace) -> list[str]:
     from policyrun.traceexceptions import summary_line, trace_exceptions
 
@@ -94,7 +103,7 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
     out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
            f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
            f"{trace.rulebook.identity()} · facts sha256 {trace.facts_sha256}"]
-    out += _exception_lines(trace)
+    out += _summary_lines(trace) + _exception_lines(trace)
     if not phases and not not_run:
         scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
         out += ["", f"Nothing failed: {scope} PASS or outside this mode."]
