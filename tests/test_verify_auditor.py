@@ -21,11 +21,13 @@ from policyrun.cli import main
 ORIGINAL_TAG = "3" * 40
 MOVED_TAG = "4" * 40
 
-# RULEBOOK, with waivers allowed and a tag the verdict names.
+# RULEBOOK, with waivers allowed and a tag a check reads and the verdict names.
 AUDIT_RULEBOOK = RULEBOOK.replace("  audit: {phases: [A, B]}", "  audit: {phases: [A, B], waivers: all}").replace(
     "  lib: {uses: git.repo, with: {path: /src/lib}}",
     "  lib: {uses: git.repo, with: {path: /src/lib}}\n  tag: {uses: git.resolve, with: {path: /src/lib, ref: v1.0}}",
-).replace('summary: "ready at ${facts.lib.head}"', 'summary: "ready at ${facts.lib.head}, v1.0 is ${facts.tag.sha}"')
+).replace('summary: "ready at ${facts.lib.head}"', 'summary: "ready at ${facts.lib.head}, v1.0 is ${facts.tag.sha}"').replace(
+    '        message: "no commits between v1 and v2"',
+    '        message: "no commits between v1 and v2"\n      - {id: tag_resolved, check: "size(facts.tag.sha) == 40"}')
 
 WAIVERS = """\
 policyrun_waivers: 1
@@ -325,3 +327,49 @@ def test_a_trace_with_a_format_1_digest_still_verifies(scenario: Scenario,
     capsys.readouterr()
     assert scenario.verify(edited) == 0
     assert "records the facts digest in format 1" in result(capsys)[1]
+
+
+# --- report --against the last approved trace ---------------------------------------------------------
+
+
+def test_report_against_the_approved_trace(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:
+    assert scenario.evaluate() == 0
+    approved = Path("approved.json")
+    approved.write_text(scenario.trace.read_text())
+    scenario.facts.write_text(json.dumps(audit_facts(tag=MOVED_TAG)))  # the tag moved: the same verdict
+    assert scenario.evaluate() == 0
+    capsys.readouterr()
+    assert main(["report", str(scenario.trace), "--against", str(approved), "-o", "r.md"]) == 0
+    md = Path("r.md").read_text()
+    changes = md.split("## Changes since the approved trace", 1)[1].split("\n## ", 1)[0]
+    assert "Compared with `approved.json`." in changes
+    assert "verdict:" not in changes and "~ B: status unchanged\n    ~ evidence tag_resolved\n" in changes
+    assert f'reads now:  facts.tag.sha = "{MOVED_TAG}"' in changes
+    assert f"commits:\n  ~ /src/lib: {ORIGINAL_TAG} -> {MOVED_TAG}" in changes
+    assert md.index("## Summary") < md.index("## Changes since the approved trace") < md.index("## Phases")
+    assert main(["report", str(scenario.trace), "--against", str(approved), "--format", "html", "-o", "r.html"]) == 0
+    assert '<section id="against">' in Path("r.html").read_text()
+    assert main(["report", str(approved), "--against", str(approved), "-o", "same.md"]) == 0
+    assert "Compared with `approved.json`: nothing changed." in Path("same.md").read_text()
+    assert main(["report", str(scenario.trace), "--against", str(approved), "--format", "junit"]) == 3
+    assert "--against applies to md and html" in capsys.readouterr().err
+
+
+def test_review_lists_changed_evidence_files_and_exceptions() -> None:
+    from policyrun.render.diff import render_diff_text, review_diff
+    from policyrun.trace import EvidenceFile, StaleFact, Trace
+
+    approved = Trace.model_validate(json.loads((Path(__file__).resolve().parent.parent / "examples" / "final-pass"
+                                                / "expected" / "trace.json").read_text()))
+    files = [f.model_copy(update={"sha256": "f" * 64}) if f.probe == "e2e" else f for f in approved.evidence_files]
+    files.append(EvidenceFile(probe="extra", kind="results", path="r.json", sha256="e" * 64))
+    new = approved.model_copy(update={"evidence_files": files,
+                                      "stale_facts": [StaleFact(probe="gpu", reason="collected elsewhere")]})
+    diff = review_diff(approved, new)
+    text = render_diff_text(diff)
+    e2e = next(f for f in approved.evidence_files if f.probe == "e2e")
+    assert diff["changed"] and not diff["phases"]
+    assert (f"evidence files (sha256):\n  ~ e2e: {e2e.path}: {e2e.sha256} -> {'f' * 64}\n"
+            f"  + extra: r.json {'e' * 64}\n") in text
+    assert "exceptions:\n  + stale facts: gpu: collected elsewhere\n" in text
+    assert "1 evidence file(s)" not in text and "2 evidence file(s) and 1 exception(s) changed." in text

@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="a Jinja2 template to use instead of the built-in one (md and html)")
     p.add_argument("--context", type=Path, metavar="FILE",
                    help="YAML or JSON mapping passed to templates as `context` (e.g. impact_matrix, refs)")
+    p.add_argument("--against", type=Path, metavar="APPROVED_TRACE",
+                   help="md, html: open the report with what changed since this (approved) trace: verdict, "
+                        "statuses, checks, commits, evidence files and their sha256, exceptions, rulebook sha256")
     p.add_argument("--force", action="store_true",
                    help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
     p.add_argument("--base", type=Path, metavar="DIR", help="sarif, github: make code locations relative to DIR "
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.traceconsistency import inconsistencies
 
     trace = load_trace(args.trace, force=args.force)
+    if args.against is not None and args.format not in ("md", "html"):
+        raise UsageError("--against applies to md and html reports (policyrun diff compares traces as text or "
+                         "JSON)", code="R004")
     options = format_options(args, [args.format], base=args.base)
     if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
         from policyrun.render.intoto import AttestationOptions, attestation_text
@@ -115,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         own_template, own_context = _rulebook_report(trace, args.format)
         template = args.template or own_template
-        text = render(trace, args.format, template=template, context={**own_context, **load_context(args.context)},
-                      options=options)
+        context = {**own_context, **load_context(args.context), **_against(args.against, trace, args.format)}
+        text = render(trace, args.format, template=template, context=context, options=options)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
@@ -152,3 +158,16 @@ def _rulebook_report(trace: Any, fmt: str) -> tuple[Path | None, dict[str, Any]]
         return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt), rulebook_context(rb.model)
     except (PolicyrunError, OSError):
         return None, {}
+
+
+def _against(approved: Path | None, trace: Any, fmt: str) -> dict[str, Any]:
+    """Template context `against`: the review of what changed since the approved trace."""
+    if approved is None:
+        return {}
+    from policyrun.errors import display_path
+    from policyrun.render.diff import render_diff_text, review_diff
+    from policyrun.trace import load_trace
+
+    diff = review_diff(load_trace(approved), trace)
+    return {"against": {"path": display_path(approved), "changed": diff["changed"], "diff": diff,
+                        "text": render_diff_text(diff)}}
