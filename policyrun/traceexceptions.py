@@ -59,8 +59,9 @@ def trace_exceptions(trace: Trace) -> list[TraceException]:
                 out.append(TraceException("unknown_tolerated", f"UNKNOWN ({why}); the phase was not held back by it",
                                           phase.phase, check.id))
     as_of = _as_of(trace)
-    if as_of and any(e.kind == "waived" for e in out):
-        out.append(TraceException("waived", as_of))
+    if as_of:  # each waiver was checked against another day than the evaluation's: say so with it
+        out = [TraceException(e.kind, f"{e.detail}; checked as of {as_of.split()[1].rstrip(':')}", e.phase, e.check)
+               if e.kind == "waived" else e for e in out]
     return out
 
 

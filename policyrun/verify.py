@@ -439,8 +439,8 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     diffs = trace_differences(claimed, again.trace)
     pins = [f"PIN MISMATCH: {m}" for m in again.pin_mismatches]
     if not diffs and not pins:
-        return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace)],
-                       again.notes)
+        return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace),
+                              *_pins_held(request.pins)], again.notes)
     lines = [d.line() for d in diffs]
     if problems := inconsistencies(claimed):
         lines += ["the trace also contradicts itself:", *(f"  - {p}" for p in problems)]
@@ -454,6 +454,15 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     if pins:
         lines.append(f"NOT VERIFIED: {len(pins)} pin(s) you gave do not match")
     return Outcome(False, lines, again.notes)
+
+
+def _pins_held(pins: Pins | None) -> list[str]:
+    """The pins that held, said so: an auditor reads what was checked, not only what failed."""
+    if pins is None:
+        return []
+    return [*(f"  pinned    rulebook sha256 {' or '.join(pins.rulebook_sha256)}: matches" for _ in
+              pins.rulebook_sha256[:1]),
+            *(f"  pinned    {name} = {sha}: every fact that resolved {name} agrees" for name, sha in pins.refs.items())]
 
 
 def _summary(trace: Trace) -> list[str]:
@@ -526,8 +535,9 @@ def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | list[Path]
     lines += _statement_exceptions(statement)
     pinned = _statement_pins(statement, request.pins)
     if trace_path is None and not request.facts:
-        return Outcome(not pinned, [*lines, *pinned] + ([f"NOT VERIFIED: {len(pinned)} pin(s) you gave do not match"]
-                                                       if pinned else []))
+        if not pinned:
+            return Outcome(True, [*lines, *_pins_held(request.pins)])
+        return Outcome(False, [*lines, *pinned, f"NOT VERIFIED: {len(pinned)} pin(s) you gave do not match"])
     if statement.get("_type") != intoto.STATEMENT_TYPE or kind not in known:
         raise UsageError(f"the signed statement is a {statement.get('_type')!r} of {kind!r}; --trace and --facts "
                          "check policyrun's own statements (report --format in-toto or vsa)", code="V006",

@@ -145,7 +145,8 @@ def test_the_badge_colour_in_a_browser(trace: object, colour: str, tmp_path: Pat
     page = tmp_path / "report.html"
     probe = ("<script>document.body.setAttribute('data-badge', getComputedStyle("
              "document.getElementById('verdict-badge')).backgroundColor);</script>")
-    page.write_text(render_html(trace()).replace("</body>", probe + "</body>"), encoding="utf-8")  # type: ignore[operator]
+    html = render_html(trace())  # type: ignore[operator]
+    page.write_text(html.replace("</body>", probe + "</body>"), encoding="utf-8")
     proc = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", "--virtual-time-budget=2000",
                            page.as_uri()], capture_output=True, text=True, timeout=120, check=False)

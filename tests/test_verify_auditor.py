@@ -25,7 +25,8 @@ MOVED_TAG = "4" * 40
 AUDIT_RULEBOOK = RULEBOOK.replace("  audit: {phases: [A, B]}", "  audit: {phases: [A, B], waivers: all}").replace(
     "  lib: {uses: git.repo, with: {path: /src/lib}}",
     "  lib: {uses: git.repo, with: {path: /src/lib}}\n  tag: {uses: git.resolve, with: {path: /src/lib, ref: v1.0}}",
-).replace('summary: "ready at ${facts.lib.head}"', 'summary: "ready at ${facts.lib.head}, v1.0 is ${facts.tag.sha}"').replace(
+).replace('summary: "ready at ${facts.lib.head}"',
+          'summary: "ready at ${facts.lib.head}, v1.0 is ${facts.tag.sha}"').replace(
     '        message: "no commits between v1 and v2"',
     '        message: "no commits between v1 and v2"\n      - {id: tag_resolved, check: "size(facts.tag.sha) == 40"}')
 
@@ -343,7 +344,8 @@ def test_report_against_the_approved_trace(scenario: Scenario, capsys: pytest.Ca
     md = Path("r.md").read_text()
     changes = md.split("## Changes since the approved trace", 1)[1].split("\n## ", 1)[0]
     assert "Compared with `approved.json`." in changes
-    assert "verdict:" not in changes and "~ B: status unchanged\n    ~ evidence tag_resolved\n" in changes
+    changes = "\n".join(line.removeprefix("    ") for line in changes.splitlines())  # an indented code block
+    assert "\nverdict: " not in changes and "~ B: status unchanged\n    ~ evidence tag_resolved\n" in changes
     assert f'reads now:  facts.tag.sha = "{MOVED_TAG}"' in changes
     assert f"commits:\n  ~ /src/lib: {ORIGINAL_TAG} -> {MOVED_TAG}" in changes
     assert md.index("## Summary") < md.index("## Changes since the approved trace") < md.index("## Phases")
@@ -372,4 +374,4 @@ def test_review_lists_changed_evidence_files_and_exceptions() -> None:
     assert (f"evidence files (sha256):\n  ~ e2e: {e2e.path}: {e2e.sha256} -> {'f' * 64}\n"
             f"  + extra: r.json {'e' * 64}\n") in text
     assert "exceptions:\n  + stale facts: gpu: collected elsewhere\n" in text
-    assert "1 evidence file(s)" not in text and "2 evidence file(s) and 1 exception(s) changed." in text
+    assert "0 input(s), 0 commit(s), 2 evidence file(s) and 1 exception(s) changed." in text

@@ -100,12 +100,15 @@ def review_diff(approved: Trace, new: Trace) -> dict[str, Any]:
     from policyrun.traceexceptions import trace_exceptions
 
     out = diff_traces(approved, new)
+    out["inputs"] = _keyed_changes({k: json.dumps(v, ensure_ascii=False) for k, v in approved.inputs.items()},
+                                   {k: json.dumps(v, ensure_ascii=False) for k, v in new.inputs.items()})
     out["commits"] = _keyed_changes(_commits(approved), _commits(new))
     out["evidence_files"] = _keyed_changes({f"{f.probe}: {f.path}": f.sha256 for f in approved.evidence_files},
                                            {f"{f.probe}: {f.path}": f.sha256 for f in new.evidence_files})
     out["exceptions"] = _keyed_changes({e.text(): "" for e in trace_exceptions(approved)},
                                        {e.text(): "" for e in trace_exceptions(new)})
-    out["changed"] = bool(out["changed"] or out["commits"] or out["evidence_files"] or out["exceptions"]
+    out["changed"] = bool(out["changed"] or out["inputs"] or out["commits"] or out["evidence_files"]
+                          or out["exceptions"]
                           or approved.rulebook.sha256 != new.rulebook.sha256
                           or approved.facts_sha256 != new.facts_sha256)
     return out
@@ -197,20 +200,22 @@ def render_diff_text(diff: dict[str, Any]) -> str:
                              f"{json.dumps(pair['new'], ensure_ascii=False)}")
         for c in p["checks"]:
             lines += _check_text(c)
-    extra = [*_keyed_lines("commits:", diff.get("commits", [])),
+    extra = [*_keyed_lines("inputs:", diff.get("inputs", [])),
+             *_keyed_lines("commits:", diff.get("commits", [])),
              *_keyed_lines("evidence files (sha256):", diff.get("evidence_files", [])),
              *_keyed_lines("exceptions:", diff.get("exceptions", []))]
     if extra:
         lines += ([""] if lines[-1] else []) + extra
     if not diff["changed"]:
         lines.append("No change: same verdict, phase statuses and check results."
-                     + (" Same commits, evidence files and exceptions." if "commits" in diff else ""))
+                     + (" Same inputs, commits, evidence files and exceptions." if "commits" in diff else ""))
     else:
         n_checks = sum(len(p["checks"]) for p in diff["phases"])
         lines += ["", f"{len(diff['phases'])} phase(s) and {n_checks} check(s) differ."]
         if "commits" in diff:
-            lines[-1] += (f" {len(diff['commits'])} commit(s), {len(diff['evidence_files'])} evidence file(s) and "
-                          f"{len(diff['exceptions'])} exception(s) changed.")
+            lines[-1] += (f" {len(diff['inputs'])} input(s), {len(diff['commits'])} commit(s), "
+                          f"{len(diff['evidence_files'])} evidence file(s) and {len(diff['exceptions'])} "
+                          "exception(s) changed.")
     return escape_controls("\n".join(lines) + "\n")
 
 

@@ -14,7 +14,7 @@ exit code alone: a verdict reached with exceptions, or with phases of the mode t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyrun.evidencekinds import evidence_of
@@ -42,9 +42,12 @@ def phase_evidence(trace: Trace, phase: PhaseRecord, exceptions: list[TraceExcep
         why = [e.text() for e in mine] + [f"stale facts: {p}" for p in sorted(stale)]
         return {**row, "label": "unverified", "why": "; ".join(why)}
     if row["supplied"]:
-        named = ", ".join(f"{f['path']} (sha256 {f['sha256'][:12]}…" + (f", {f['author']}" if f.get("author") else "")
-                          + ")" for f in files) or ", ".join(row["supplied"])
-        return {**row, "label": "attested", "why": f"rests on supplied files: {named}"}
+        if files:
+            named = ", ".join(f"{f['path']} (sha256 {f['sha256'][:12]}…" + (f", {f['author']}" if f.get("author")
+                                                                               else "") + ")" for f in files)
+            return {**row, "label": "attested", "why": f"rests on supplied files: {named}"}
+        named = ", ".join(f"{p} ({kinds[p]})" for p in row["supplied"])
+        return {**row, "label": "attested", "why": f"rests on supplied evidence (no file sha256 recorded): {named}"}
     if not kinds:
         return {**row, "label": "attested", "why": "read no measured fact (inputs and rulebook values only)"}
     return {**row, "label": "measured", "why": "measured by policyrun: " + ", ".join(sorted(set(kinds.values())))}
@@ -67,7 +70,7 @@ def verdict_tone(trace: Trace, phases: list[dict[str, Any]], exceptions: list[Tr
     return {"tone": tone, "badge": TONES[tone], "why": why}
 
 
-def commits(trace: Trace, identities: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def commits(trace: Trace, identities: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The commits the verdict is about: each repository HEAD a probe recorded, then each named ref
     a check read resolved."""
     out: list[dict[str, Any]] = []
@@ -85,7 +88,7 @@ def commits(trace: Trace, identities: list[Mapping[str, Any]]) -> list[dict[str,
 
 
 def build_summary(trace: Trace, exceptions: list[TraceException],
-                  identities: list[Mapping[str, Any]]) -> dict[str, Any]:
+                  identities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     phases = [phase_evidence(trace, p, exceptions) for p in trace.phases]
     counts = {label: sum(1 for p in phases if p["label"] == label)
               for label in ("measured", "attested", "unverified", "outside mode")}
