@@ -151,3 +151,24 @@ def test_the_badge_colour_in_a_browser(trace: object, colour: str, tmp_path: Pat
                            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", "--virtual-time-budget=2000",
                            page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
     assert f'data-badge="{colour}"' in proc.stdout, proc.stderr[-2000:]
+
+
+def test_lint_names_an_unknown_hardware_phase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rb = tmp_path / "rb.yaml"
+    rb.write_text("""\
+policyrun: 1
+name: hw
+version: "1"
+modes:
+  m: {phases: [GPU_GATE]}
+phases:
+  - id: GPU_GATE
+    evidence:
+      - {id: ok, check: "true"}
+report:
+  hardware_phases: [GPU_GTAE]
+""")
+    assert main(["lint", str(rb)]) == 1
+    out = capsys.readouterr()
+    assert "rb.yaml:11:21: L004 report.hardware_phases names unknown phase 'GPU_GTAE'; did you mean 'GPU_GATE'?" \
+        in out.out + out.err
