@@ -28,7 +28,7 @@ KINDS: dict[str, Evidence] = {
     "command": "measured", "path": "measured", "docs.claims": "measured", "markers": "measured",
     "pins.constant": "measured", "pins.package": "measured", "python.constants": "measured",
     "python.imports": "measured", "python.symbols": "measured", "python.modules": "measured",
-    "python.stack": "measured", "search.literal": "measured", "search.regex": "measured",
+    "python.stack": "measured", "python.record": "measured", "search.literal": "measured", "search.regex": "measured",
     "system.ports": "measured", "system.processes": "measured", "system.shm": "measured",
     "toolchain": "measured", "gpu.nvml": "measured",
 }

@@ -25,7 +25,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.junit",
     "policyrun.probes.results",
     "policyrun.probes.system",
-    "policyrun.probes.host", "policyrun.probes.python_modules",
+    "policyrun.probes.host", "policyrun.probes.python_modules", "policyrun.probes.python_record",
 )
 
 ENTRY_POINT_GROUP = "policyrun.probes"
