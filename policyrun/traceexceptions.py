@@ -43,10 +43,10 @@ def trace_exceptions(trace: Trace) -> list[TraceException]:
     """Every exception, in a stable order: stale facts, then each phase's checks in rulebook order."""
     out = [TraceException("stale_facts", f"{s.probe}: {s.reason}") for s in trace.stale_facts]
     for phase in trace.phases:
+        if phase.status == "SKIPPED":
+            continue  # nothing was decided there (a check disabled in it changed nothing); reports say SKIPPED
         for d in phase.disabled:
             out.append(TraceException("disabled", d.get("reason", ""), phase.phase, d.get("id")))
-        if phase.status == "SKIPPED":
-            continue  # nothing was decided there; reports say SKIPPED already
         for check in phase.evidence:
             if check.waiver:
                 w = check.waiver

@@ -172,3 +172,21 @@ report:
     out = capsys.readouterr()
     assert "rb.yaml:11:21: L004 report.hardware_phases names unknown phase 'GPU_GTAE'; did you mean 'GPU_GATE'?" \
         in out.out + out.err
+
+
+def test_a_check_an_overlay_disabled_is_an_exception_where_its_phase_ran() -> None:
+    from policyrun.render.intoto import attestation
+    from policyrun.traceexceptions import trace_exceptions
+
+    trace = final_pass()
+    disabled = [{"id": "skips_documented", "reason": "team B documents skips elsewhere"}]
+    phases = [p.model_copy(update={"disabled": disabled}) if p.phase in ("GPU_BASIC_E2E_GATE", "DIFF_VLLM") else p
+              for p in trace.phases]  # DIFF_VLLM is outside final-validation: nothing was decided there
+    trace = trace.model_copy(update={"phases": phases, "generated_at": "2026-12-02T18:03:50Z"})
+    assert [e.text() for e in trace_exceptions(trace)] == [
+        "disabled by an overlay: GPU_BASIC_E2E_GATE.skips_documented: team B documents skips elsewhere"]
+    summary = build_view(trace)["summary"]
+    gate = next(p for p in summary["in_mode"] if p["id"] == "GPU_BASIC_E2E_GATE")
+    assert gate["label"] == "unverified" and summary["verdict"]["badge"] == "PARTIAL"
+    vsa = attestation(trace, "vsa")["predicate"]
+    assert vsa["verificationResult"] == "FAILED" and vsa["policy"]["annotations"]["exceptions"][0]["kind"] == "disabled"
