@@ -115,7 +115,20 @@ def check_rulebook(rb: LoadedRulebook) -> list[Finding]:
     _check_expressions(rb, sink)
     _check_probe_graph(rb, sink)
     _check_inputs(rb, sink)
+    _check_report(rb, sink)
     return sink.findings
+
+
+def _check_report(rb: LoadedRulebook, sink: FindingSink) -> None:
+    """`report.hardware_phases` decides every report's readiness: a misspelt id would silently
+    count a GPU gate as shared code."""
+    if rb.model.report is None:
+        return
+    ids = [p.id for p in rb.model.phases]
+    for i, pid in enumerate(rb.model.report.hardware_phases):
+        if pid not in ids:
+            _add(sink, rb, "L004", f"report.hardware_phases names unknown phase {pid!r}{_hint(pid, ids)}",
+                 ("report", "hardware_phases", i))
 
 
 def _add(sink: FindingSink, rb: LoadedRulebook, code: str, message: str, path: NodePath, *,

@@ -128,6 +128,29 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
         done = [run_guarded(lambda: records([run]))[0][0] for run in runs]
     from policyrun.inputs import mask_trace_record
 
+    from policyrun.evidencekinds import evidence_files
+
+    who = run_record() if timestamp else None
+    for rec, run in zip(done, runs, strict=True):
+        rec["evidence_files"] = evidence_files(run.facts, rec["provenance"])
+        if who is not None:
+            rec["run"] = who
     # Secret inputs are masked in what is written, after evaluation saw their real values.
     return [Trace.model_validate(mask_trace_record(with_provenance(rec, run.facts), rb.model, run.inputs))
             for rec, run in zip(done, runs)]
+
+
+def run_record() -> dict[str, Any]:
+    """Who evaluated, where, with which policyrun and Python: for an auditor, beside `generated_at`."""
+    import getpass
+    import platform
+    import socket
+
+    from policyrun import __version__
+
+    try:
+        user: str | None = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = None
+    return {"user": user, "hostname": socket.gethostname() or None, "policyrun_version": __version__,
+            "python_version": platform.python_version(), "platform": platform.platform()}

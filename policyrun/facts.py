@@ -123,21 +123,56 @@ class FactsSnapshot(BaseModel):
         return cached
 
     def digest(self) -> str:
-        """sha256 over the serialised facts (probe ids sorted, timestamps excluded).
+        """The facts digest, format 2 (docs/semantics.md, "The facts digest"): sha256 over the
+        serialised facts (probe ids sorted, timestamps excluded) with every repository root a
+        probe recorded written as `<repo@HEAD>`, so the same commits collected in another folder
+        give the same digest.
 
         Serialised by pydantic's Rust encoder: hashing 50,000 facts this way is several times
-        faster than dumping to Python and re-encoding with sorted keys.
+        faster than dumping to Python and re-encoding with sorted keys; the roots are replaced in
+        that text by one regular expression.
         """
         cached = self.__dict__.get("_digest")  # frozen model: compute once per snapshot
         if cached is None:
-            text = self.model_dump_json(include={"facts"}, exclude=_TIME_FIELDS)
+            text = _relative_to_roots(self._serialised(), self.roots())
             cached = hashlib.sha256(text.encode()).hexdigest()
             self.__dict__["_digest"] = cached
         return cached
 
+    def digest_v1(self) -> str:
+        """The facts digest of format 1 (before policyrun 0.1's auditors' round): the same text,
+        absolute paths kept. `verify` still accepts it for traces written then."""
+        return hashlib.sha256(self._serialised().encode()).hexdigest()
+
+    def _serialised(self) -> str:
+        return self.model_dump_json(include={"facts"}, exclude=_TIME_FIELDS)
+
+    def roots(self) -> dict[str, str]:
+        """Every repository root a probe recorded (an absolute path) and the HEAD it was at."""
+        out: dict[str, str] = {}
+        for fact in self.facts.values():
+            repo = fact.provenance.repo
+            if repo is not None and repo.head and repo.path.startswith("/") and len(repo.path) > 1:
+                out.setdefault(repo.path.rstrip("/"), repo.head)
+        return out
+
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True,
                           ensure_ascii=False) + "\n"
+
+
+def _relative_to_roots(text: str, roots: dict[str, str]) -> str:
+    """`text` (JSON) with each root, where it stands as a whole path or a path's leading part, as
+    `<repo@HEAD>`: a root inside a longer name (`/srv/vllm-old` for `/srv/vllm`) is left alone."""
+    if not roots:
+        return text
+    import re
+
+    # As the JSON encoder writes them (a root with a quote or a backslash is escaped there too).
+    encoded = {json.dumps(root, ensure_ascii=False)[1:-1]: f"<repo@{head}>" for root, head in roots.items()}
+    pattern = re.compile(r"(?<![\w.\-/])(?:" + "|".join(re.escape(r) for r in sorted(encoded, key=len, reverse=True))
+                         + r")(?![\w.\-])")
+    return pattern.sub(lambda m: encoded[m.group()], text)
 
 
 _TIME_KEYS = frozenset({"started_at", "finished_at", "duration_s"})

@@ -251,6 +251,10 @@ class ReportSpec(BaseModel):
     templates: dict[str, str] = Field(default_factory=dict,
                                       description="Report name → Jinja2 template path, relative to the rulebook.")
     template: str | None = Field(default=None, description="Shorthand for templates.md.")
+    hardware_phases: list[Identifier] = Field(
+        default_factory=list, description="Phases whose PASS is a claim about hardware (GPU gates): the readiness "
+                                          "section of every report counts these, and only these, as "
+                                          "hardware-validated. Default: phases that read GPU facts.")
 
 
 class Rulebook(BaseModel):

@@ -130,6 +130,32 @@ class RulebookRef(BaseModel):
         return f"rulebook {self.path or self.name} ({origin}; {self.name} {self.version}) sha256 {self.sha256}"
 
 
+class EvidenceFile(BaseModel):
+    """A file a supplied fact was read from (policyrun.evidencekinds), as its probe recorded it."""
+
+    model_config = _FROZEN
+
+    probe: str
+    kind: str
+    path: str
+    sha256: str
+    author: str | None = Field(default=None, description="Who the document says wrote or vouched for it "
+                                                         "(`author:`, `reviewer:`, ... as `key: value`).")
+
+
+class RunRecord(BaseModel):
+    """Who ran the evaluation, where, with what: recorded with `generated_at` (not with
+    --no-timestamp), and like it never compared by `verify` or `diff`."""
+
+    model_config = _FROZEN
+
+    user: str | None = None
+    hostname: str | None = None
+    policyrun_version: str
+    python_version: str
+    platform: str
+
+
 class VerdictRecord(BaseModel):
     model_config = _FROZEN
 
@@ -143,7 +169,10 @@ class Trace(BaseModel):
     model_config = _FROZEN
 
     policyrun_trace: int = TRACE_FORMAT
-    generated_at: str | None = Field(default=None, description="UTC timestamp; the one non-deterministic field.")
+    generated_at: str | None = Field(default=None, description="UTC timestamp; with `run`, the only "
+                                                                  "non-deterministic fields.")
+    run: RunRecord | None = Field(default=None, description="Who ran it, where, with which policyrun and "
+                                                            "Python (absent with --no-timestamp).")
     rulebook: RulebookRef
     mode: str
     inputs: dict[str, Any]
@@ -163,6 +192,9 @@ class Trace(BaseModel):
     fail_on_warn: bool = Field(default=False, description="Evaluated with --fail-on warn.")
     provenance: dict[str, Provenance] = Field(default_factory=dict,
                                               description="Provenance of every fact a check read, by probe id.")
+    evidence_files: list[EvidenceFile] = Field(
+        default_factory=list, description="Every file a supplied fact a check read came from, with its sha256 "
+                                          "(attestations, JUnit and results files).")
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"

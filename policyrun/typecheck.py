@@ -130,7 +130,9 @@ def fact_schemas(model: Any) -> dict[str, SchemaView]:
         if probe is None:
             continue
         schema: dict[str, Any] = dict(probe.fact_schema)
-        doc_schema = model.schemas.get(spec.with_.get("schema")) if spec.uses == "attestation" else None
+        named = spec.with_.get("schema") if spec.uses == "attestation" else None
+        # `schema:` names an entry of `schemas:`, or is an inline schema (a mapping) itself.
+        doc_schema = model.schemas.get(named) if isinstance(named, str) else named
         if isinstance(doc_schema, Mapping) and isinstance(schema.get("properties"), Mapping):
             schema["properties"] = {**schema["properties"], "document": doc_schema}
         if spec.for_each is not None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from policyrun.rulebook import LoadedRulebook
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "(absent)"})()
-IGNORED = frozenset({"generated_at"})
+IGNORED = frozenset({"generated_at", "run"})  # who ran it, where and when: not a claim about the facts
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,18 @@ class Claim:
     fail_on_warn: bool
     stale: bool  # evaluated with --allow-stale-facts (and some fact was stale)
     source: str = "trace"  # for messages: "trace" or "statement"
+    waivers: dict[str, Any] | None = None  # evaluated with --waivers: {file, sha256, as_of, as_of_given}
 
     @classmethod
     def of_trace(cls, trace: Trace) -> Claim:
+        waivers = None
+        if trace.waivers is not None:
+            warnings = trace.waivers.get("warnings") or []
+            waivers = {"file": trace.waivers.get("file"), "sha256": trace.waivers.get("sha256"),
+                       "as_of": trace.waivers.get("as_of"),
+                       "as_of_given": any(str(w).startswith("--as-of ") for w in warnings)}
         return cls(trace.rulebook, trace.mode, dict(trace.inputs), trace.facts_sha256, trace.fail_on_warn,
-                   bool(trace.stale_facts))
+                   bool(trace.stale_facts), waivers=waivers)
 
     @classmethod
     def of_predicate(cls, predicate: Any, where: str) -> Claim:
@@ -56,8 +63,12 @@ class Claim:
             inputs, mode = predicate["inputs"], predicate["mode"]
             if not isinstance(inputs, dict) or not isinstance(mode, str):
                 raise TypeError("inputs must be a mapping and mode a string")
+            waivers = predicate.get("waivers")
+            if waivers is not None:
+                waivers = {"file": waivers["file"], "sha256": waivers["sha256"], "as_of": waivers["asOf"],
+                           "as_of_given": bool(waivers.get("asOfGiven"))}
             return cls(ref, mode, inputs, str(predicate["factsSha256"]), bool(predicate["failOnWarn"]),
-                       bool(predicate["staleFacts"]), "statement")
+                       bool(predicate["staleFacts"]), "statement", waivers)
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"the statement's predicate is not a policyrun verdict ({type(exc).__name__}: {exc})",
                              code="V006", location=Location(where)) from None
@@ -72,12 +83,23 @@ class Request:
     inputs_file: Path | None = None
     sets: list[str] = field(default_factory=list)
     allow_stale: bool = False
+    waivers: Path | None = None
+    pins: Pins | None = None
+
+
+@dataclass(frozen=True)
+class Pins:
+    """What the auditor trusts, brought from outside the claim: any mismatch fails verification."""
+
+    rulebook_sha256: list[str] = field(default_factory=list)  # any of these
+    refs: dict[str, str] = field(default_factory=dict)  # ref name -> the commit it must resolve to
 
 
 @dataclass(frozen=True)
 class Reevaluation:
     trace: Trace
     notes: list[str]
+    pin_mismatches: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -104,7 +126,8 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     rb = _load_rulebook(claim, request.rulebook)
     _same_rulebook(rb, claim)
     facts = merge_facts((str(p), load_facts(p)) for p in request.facts)
-    if facts.digest() != claim.facts_sha256:
+    legacy = facts.digest() != claim.facts_sha256 and facts.digest_v1() == claim.facts_sha256
+    if facts.digest() != claim.facts_sha256 and not legacy:
         raise UsageError(f"the facts have sha256 {facts.digest()}, but the {claim.source} was evaluated over facts "
                          f"{claim.facts_sha256}; pass the snapshot it was evaluated over (facts changed after the "
                          "fact cannot confirm a verdict)", code="V003")
@@ -116,8 +139,83 @@ def reevaluate(claim: Claim, request: Request) -> Reevaluation:
             raise _stale_error(stale, rb.display, mode, claim.source)
         notes = {"stale_facts": stale}
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=False, notes=notes,
-                     fail_on_warn=claim.fail_on_warn)
-    return _relocated(trace, rb, claim)
+                     fail_on_warn=claim.fail_on_warn, waivers=_waivers(claim, request.waivers))
+    again = _relocated(trace, rb, claim)
+    if legacy:  # a trace written before digest format 2 (docs/semantics.md): the same facts
+        again = Reevaluation(again.trace.model_copy(update={"facts_sha256": claim.facts_sha256}),
+                             [*again.notes, f"the {claim.source} records the facts digest in format 1 (absolute "
+                                            "paths); these facts give it"])
+    mismatches = pin_mismatches(request.pins, again.trace, facts) if request.pins else []
+    return Reevaluation(again.trace, again.notes, mismatches)
+
+
+def _waivers(claim: Claim, given: Path | None) -> Any:
+    """The waivers the claim was evaluated with, from the auditor's copy of the file: its sha256
+    must be the one the claim records, and it is checked as of the day the claim records."""
+    from datetime import date
+
+    from policyrun.waivers import Waivers, file_sha256, load_waivers_file
+
+    recorded = claim.waivers
+    if recorded is None:
+        if given is not None:
+            raise UsageError(f"the {claim.source} was evaluated without waivers; leave --waivers out", code="V007")
+        return None
+    if given is None:
+        what = f"{recorded['file']} (sha256 {recorded['sha256']})" if recorded.get("sha256") else "a waivers file"
+        raise UsageError(f"the {claim.source} was evaluated with waivers from {what}; pass that file with "
+                         "--waivers FILE (without it, every waived check would read as a difference)", code="V007")
+    sha = file_sha256(given)
+    if not recorded.get("sha256"):
+        raise UsageError(f"the {claim.source} does not record its waivers file's sha256 (made before policyrun "
+                         "recorded it), so no file can be shown to be the one it used; evaluate again",
+                         code="V007", location=Location(str(given)))
+    if sha != recorded["sha256"]:
+        raise UsageError(f"waivers file {given} has sha256 {sha}, but the {claim.source} records "
+                         f"{recorded['file']} with sha256 {recorded['sha256']}; pass the file it was evaluated with",
+                         code="V007", location=Location(str(given)))
+    parsed, sources, _ = load_waivers_file(given)
+    shown, old = str(recorded["file"]), str(given)
+    # Waivers name the file they came from; compare as if read from the path the claim records.
+    sources = [shown + s[len(old):] if s.startswith(old) else s for s in sources]
+    return Waivers(list(parsed.waivers), sources, as_of=date.fromisoformat(recorded["as_of"]),
+                   as_of_given=bool(recorded.get("as_of_given")), file=shown, sha256=sha)
+
+
+def pin_mismatches(pins: Pins, trace: Trace, facts: Any) -> list[str]:
+    """Each way the claim departs from what the auditor pinned: the rulebook's sha256, and the
+    commit each named ref resolved to in the facts (a moved tag reads as another commit)."""
+    out: list[str] = []
+    if pins.rulebook_sha256 and trace.rulebook.sha256 not in pins.rulebook_sha256:
+        out.append(f"rulebook {trace.rulebook.path or trace.rulebook.name} has sha256 {trace.rulebook.sha256}, "
+                   f"but you pinned {' or '.join(pins.rulebook_sha256)}")
+    for name, want in pins.refs.items():
+        seen = resolved_refs(facts).get(name)
+        if not seen:
+            out.append(f"ref {name}: pinned to {want}, but no fact records what {name} resolved to")
+            continue
+        for probe, sha in seen:
+            if not sha.startswith(want.lower()):
+                out.append(f"ref {name}: pinned to {want}, but {probe} resolved it to {sha}")
+    return out
+
+
+def resolved_refs(facts: Any) -> dict[str, list[tuple[str, str]]]:
+    """Ref name -> [(probe, commit)] for every fact that resolved a named ref (git.resolve, and
+    git probes that record `<role>` and `<role>_sha`)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for probe, fact in sorted(facts.facts.items()):
+        value = fact.value
+        if fact.error is not None or not isinstance(value, dict):
+            continue
+        pairs: list[tuple[Any, Any]] = [(value.get("ref"), value.get("sha"))]
+        pairs += [(value.get(k), value.get(f"{k}_sha")) for k in ("ancestor", "descendant", "base", "head")]
+        for ref, sha in pairs:
+            if isinstance(ref, str) and isinstance(sha, str) and ref != sha:
+                entry = (probe, sha)
+                if entry not in out.setdefault(ref, []):
+                    out[ref].append(entry)
+    return out
 
 
 def _load_rulebook(claim: Claim, given: str | None) -> LoadedRulebook:
@@ -339,27 +437,82 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     again = reevaluate(Claim.of_trace(claimed), request)
     name = display_path(path)
     diffs = trace_differences(claimed, again.trace)
-    if not diffs:
-        return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace)],
-                       again.notes)
+    pins = [f"PIN MISMATCH: {m}" for m in again.pin_mismatches]
+    if not diffs and not pins:
+        return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace),
+                              *_pins_held(request.pins)], again.notes)
     lines = [d.line() for d in diffs]
     if problems := inconsistencies(claimed):
         lines += ["the trace also contradicts itself:", *(f"  - {p}" for p in problems)]
-    lines.append(f"NOT VERIFIED: {name} differs from its re-evaluation in {len(diffs)} field(s) "
-                 "(generated_at is not compared)")
+    if diffs:
+        lines.append(f"NOT VERIFIED: {name} differs from its re-evaluation in {len(diffs)} field(s) "
+                     "(generated_at and run are not compared)")
+    else:
+        lines += [f"{name} is what its rulebook gives over these facts, but not what you pinned:",
+                  *_summary(again.trace)]
+    lines += pins
+    if pins:
+        lines.append(f"NOT VERIFIED: {len(pins)} pin(s) you gave do not match")
     return Outcome(False, lines, again.notes)
 
 
+def _pins_held(pins: Pins | None) -> list[str]:
+    """The pins that held, said so: an auditor reads what was checked, not only what failed."""
+    if pins is None:
+        return []
+    return [*(f"  pinned    rulebook sha256 {' or '.join(pins.rulebook_sha256)}: matches" for _ in
+              pins.rulebook_sha256[:1]),
+            *(f"  pinned    {name} = {sha}: every fact that resolved {name} agrees" for name, sha in pins.refs.items())]
+
+
 def _summary(trace: Trace) -> list[str]:
+    from policyrun.traceexceptions import summary_line, trace_exceptions
+
     rb = trace.rulebook
-    return [f"  rulebook  {rb.path or rb.name} ({rb.name} {rb.version}) sha256 {rb.sha256}",
-            *(f"  layer     {c.path} sha256 {c.sha256}" for c in rb.chain),
-            f"  mode      {trace.mode}",
-            f"  facts     sha256 {trace.facts_sha256}",
-            f"  verdict   {trace.verdict.id}, exit code {trace.exit_code}"]
+    exceptions = trace_exceptions(trace)
+    lines = [f"  rulebook  {rb.path or rb.name} ({rb.name} {rb.version}) sha256 {rb.sha256}",
+             *(f"  layer     {c.path} sha256 {c.sha256}" for c in rb.chain),
+             f"  mode      {trace.mode}",
+             f"  facts     sha256 {trace.facts_sha256}"]
+    if trace.waivers is not None and trace.waivers.get("sha256"):
+        lines.append(f"  waivers   {trace.waivers.get('file')} sha256 {trace.waivers['sha256']} "
+                     f"(as of {trace.waivers.get('as_of')})")
+    lines += [f"  verdict   {trace.verdict.id}, exit code {trace.exit_code}",
+              f"  exceptions {summary_line(exceptions)}", *(f"    - {e.text()}" for e in exceptions)]
+    return lines
 
 
-def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | None, request: Request,
+def trusted_keys(keys: Iterable[Path]) -> list[Path]:
+    """Each --key: a public key file, or a folder (a keyring) whose *.pem files are all trusted."""
+    out: list[Path] = []
+    for key in keys:
+        if key.is_dir():
+            ring = sorted(key.glob("*.pem"))
+            if not ring:
+                raise UsageError(f"keyring {key} holds no *.pem public key", code="A002", location=Location(str(key)))
+            out += ring
+        else:
+            out.append(key)
+    return out
+
+
+def _verify_signature(envelope: dict[str, Any], keys: list[Path]) -> Any:
+    """The first trusted key a signature verifies with; InvalidEnvelope naming every key tried."""
+    from policyrun import dsse
+
+    errors: list[str] = []
+    for key in keys:
+        try:
+            return dsse.verify(envelope, key)
+        except dsse.InvalidEnvelope as exc:
+            errors.append(str(exc))
+    if len(errors) == 1:
+        raise dsse.InvalidEnvelope(errors[0])
+    raise dsse.InvalidEnvelope(f"none of the {len(keys)} trusted keys verifies a signature: "
+                               + "; ".join(f"{k}: {e}" for k, e in zip(keys, errors, strict=True)))
+
+
+def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | list[Path] | None, request: Request,
                     trace_path: Path | None) -> Outcome:
     """The signature first (exit 1 when it does not verify); then, given a trace or facts, that the
     signed statement says what the trace says, or what evaluating again gives."""
@@ -367,10 +520,11 @@ def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | None, requ
     from policyrun.render import intoto
 
     name = display_path(path)
-    if key is None:
+    keys = trusted_keys([key] if isinstance(key, Path) else key or [])
+    if not keys:
         raise UsageError(f"{name} is a DSSE envelope; pass the signer's public key with --key PUB.pem", code="A002")
     try:
-        signed = dsse.verify(envelope, key)
+        signed = _verify_signature(envelope, keys)
         statement = _statement(signed.payload)
     except dsse.InvalidEnvelope as exc:
         return Outcome(False, [f"INVALID: {name}: {exc}"])
@@ -378,8 +532,12 @@ def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | None, requ
     known = {intoto.VERDICT_PREDICATE: "in-toto", intoto.VSA_PREDICATE: "vsa"}
     lines = [f"signature valid: {name} is signed by the key with keyid {signed.keyid}",
              f"  statement {kind} about {len(statement.get('subject') or [])} subject(s)"]
+    lines += _statement_exceptions(statement)
+    pinned = _statement_pins(statement, request.pins)
     if trace_path is None and not request.facts:
-        return Outcome(True, lines)
+        if not pinned:
+            return Outcome(True, [*lines, *_pins_held(request.pins)])
+        return Outcome(False, [*lines, *pinned, f"NOT VERIFIED: {len(pinned)} pin(s) you gave do not match"])
     if statement.get("_type") != intoto.STATEMENT_TYPE or kind not in known:
         raise UsageError(f"the signed statement is a {statement.get('_type')!r} of {kind!r}; --trace and --facts "
                          "check policyrun's own statements (report --format in-toto or vsa)", code="V006",
@@ -399,19 +557,69 @@ def verify_envelope(path: Path, envelope: dict[str, Any], key: Path | None, requ
             lines.append(f"statement matches {display_path(trace_path)}" if ok else
                          f"NOT VERIFIED: the statement differs from {display_path(trace_path)} in {len(diffs)} "
                          "field(s)")
-        return Outcome(ok, lines, notes)
+        if pinned:
+            lines += [*pinned, f"NOT VERIFIED: {len(pinned)} pin(s) you gave do not match"]
+        return Outcome(ok and not pinned, lines, notes)
     if fmt == "vsa":
         raise UsageError("a verification summary does not record the mode and inputs it was evaluated with; pass "
                          "the trace it was made from with --trace TRACE", code="V004")
     again = reevaluate(Claim.of_predicate(statement.get("predicate"), name), request)
     expected = _as_json(intoto.verdict_statement(again.trace))
-    diffs = differences(statement, expected, ignore={"predicate.generatedAt"})
+    diffs = differences(statement, expected, ignore={"predicate.generatedAt", "predicate.run"})
+    pinned = [*pinned, *(p for p in (f"PIN MISMATCH: {m}" for m in again.pin_mismatches) if p not in pinned)]
+    tail = [f"NOT VERIFIED: {len(pinned)} pin(s) you gave do not match"] if pinned else []
     if not diffs:
-        return Outcome(True, [*lines, "verified: the statement is what its rulebook gives over these facts",
-                              *_summary(again.trace)], again.notes)
+        verdict = ("verified: the statement is what its rulebook gives over these facts" if not pinned else
+                   "the statement is what its rulebook gives over these facts, but not what you pinned:")
+        return Outcome(not pinned, [*lines, verdict, *_summary(again.trace), *pinned, *tail], again.notes)
     return Outcome(False, [*lines, *(d.line("statement", "evaluation") for d in diffs),
                            f"NOT VERIFIED: the statement differs from its re-evaluation in {len(diffs)} field(s) "
-                           "(generatedAt is not compared)"], again.notes)
+                           "(generatedAt and run are not compared)", *pinned, *tail], again.notes)
+
+
+def _statement_exceptions(statement: dict[str, Any]) -> list[str]:
+    """The exceptions a signed statement declares, so a signature check alone shows them."""
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        return []
+    listed = predicate.get("exceptions")
+    if not isinstance(listed, list):
+        policy = predicate.get("policy")
+        annotations = policy.get("annotations") if isinstance(policy, dict) else None
+        listed = annotations.get("exceptions") if isinstance(annotations, dict) else None
+    if not isinstance(listed, list):
+        return []
+    from policyrun.traceexceptions import KIND_LABELS
+
+    kinds: dict[str, int] = {}
+    for item in listed:
+        kind = str(item.get("kind")) if isinstance(item, dict) else "?"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    summary = ", ".join(f"{n} {KIND_LABELS.get(k, k)}" for k, n in kinds.items()) or "none"
+    return [f"  exceptions {summary}", *(f"    - {_exception_text(e)}" for e in listed)]
+
+
+def _exception_text(item: Any) -> str:
+    from policyrun.traceexceptions import KIND_LABELS
+
+    if not isinstance(item, dict):
+        return show(item)
+    where = ".".join(str(item[k]) for k in ("phase", "check") if item.get(k))
+    return (f"{KIND_LABELS.get(str(item.get('kind')), str(item.get('kind')))}: " + (f"{where}: " if where else "")
+            + str(item.get("detail", "")))
+
+
+def _statement_pins(statement: dict[str, Any], pins: Pins | None) -> list[str]:
+    """The statement's rulebook (a verdict's `rulebook.sha256`, a VSA's `policy.digest.sha256`)
+    against the auditor's pinned sha256."""
+    if pins is None or not pins.rulebook_sha256:
+        return []
+    predicate = statement.get("predicate")
+    sha = (_text(predicate, "rulebook", "sha256") or _text(predicate, "policy", "digest", "sha256"))
+    if sha in pins.rulebook_sha256:
+        return []
+    return [f"PIN MISMATCH: the statement's rulebook has sha256 {sha}, but you pinned "
+            f"{' or '.join(pins.rulebook_sha256)}"]
 
 
 def _statement(payload: bytes) -> dict[str, Any]:

@@ -82,6 +82,16 @@ def as_of_refusal(day: date, today: date, issued: date | None) -> str | None:
     return None
 
 
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise UsageError(f"cannot read the waivers file: {exc.strerror}", code="W001", location=Location(str(path))) \
+            from None
+
+
 def load_waivers_file(path: Path) -> tuple[WaiverFile, list[str], Location | None]:
     """The parsed file, where each waiver is written, and where `issued` is."""
     from policyrun.rulebook import validation_findings
@@ -120,8 +130,13 @@ def waivable(rulebook: Any, mode: str, phase: str) -> bool:
 class Waivers:
     """The waivers of one evaluation: matched as checks fail, the rest reported at the end."""
 
-    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date, as_of_given: bool = False) -> None:
+    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date, as_of_given: bool = False,
+                 file: str | None = None, sha256: str | None = None) -> None:
         self.waivers = waivers
+        # The file's name and the sha256 of its bytes, recorded in the trace so `verify --waivers`
+        # can tell the file an auditor holds is the one the evaluation used.
+        self.file = file
+        self.sha256 = sha256
         self.sources = sources
         self.as_of = as_of
         self.as_of_given = as_of_given  # `--as-of`: said in every trace, never silently
@@ -169,7 +184,11 @@ class Waivers:
             else:
                 why = "the check did not fail (or its phase did not run)"
             warnings.append(f"{where}: waiver for {w.phase}.{w.check} had no effect: {why}")
-        return {"as_of": self.as_of.isoformat(), "warnings": warnings}
+        out: dict[str, Any] = {"as_of": self.as_of.isoformat(), "warnings": warnings}
+        if self.sha256 is not None:
+            out["file"] = self.file
+            out["sha256"] = self.sha256
+        return out
 
 
 def _check_ids(phase: Any) -> list[str]:

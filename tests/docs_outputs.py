@@ -51,6 +51,10 @@ from docs_sessions import SESSIONS, STEPS, Session, Unavailable, git  # noqa: E4
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOW = "2026-12-02T18:03:50Z"
+# Who ran an evaluation, where (a trace's `run`): fixed like the clock, so pages read the same on
+# every machine.
+RUN = {"user": "ada", "hostname": "build-7", "policyrun_version": "0.1.0", "python_version": "3.11.7",
+       "platform": "Linux-6.8.0-x86_64-with-glibc2.36"}
 ENV = {"COLUMNS": "160", "PYTHONUNBUFFERED": "1"}
 
 MARKER = re.compile(r"^\s*<!-- docs-output: (.*?) -->\s*$")
@@ -218,6 +222,7 @@ def run_command(session: Session, command: str) -> str:
 
         out = io.StringIO()
         with _environment(session.cwd, env), mock.patch("policyrun.engine.now_utc", return_value=NOW), \
+                mock.patch("policyrun.engine.run_record", return_value=RUN), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
                 main(words[1:])
@@ -247,6 +252,7 @@ def _shim(session: Session) -> Path:
         shim.write_text(f"#!{sys.executable}\n"
                         "import sys\nfrom unittest import mock\n"
                         f"mock.patch('policyrun.engine.now_utc', return_value={NOW!r}).start()\n"
+                        f"mock.patch('policyrun.engine.run_record', return_value={RUN!r}).start()\n"
                         "from policyrun.cli import main\nsys.exit(main(sys.argv[1:]))\n")
         shim.chmod(0o755)
     return folder

@@ -72,10 +72,14 @@ def test_verdict_statement(scenario: Scenario, capsys: pytest.CaptureFixture[str
         "failOnWarn": False,
         "factsSha256": trace["facts_sha256"],
         "staleFacts": [],
+        "waivers": None,
+        "exceptions": [],
         "phases": [{"id": "A", "status": "PASS"}, {"id": "B", "status": "PASS"}],
         "verdict": {"id": "ready", "summary": f"ready at {'2' * 40}"},
         "exitCode": 0,
+        "evidenceFiles": [],
         "generatedAt": trace["generated_at"],
+        "run": trace["run"],
     }
 
 

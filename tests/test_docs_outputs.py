@@ -65,6 +65,11 @@ def test_every_digest_shown_is_in_a_checked_block(page: Path) -> None:
     """Auditors compare hashes: a sha256 on a page is one a command printed, checked above."""
     lines = page.read_text(encoding="utf-8").split("\n")
     checked = {line for b in blocks(page) if b.not_run is None for s in b.steps for line in range(s.first, s.last)}
+    # A command line that passes a digest (verify --rulebook-sha256 HEX) counts when its checked
+    # output prints that digest back.
+    digest = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+    checked |= {s.first - 1 for b in blocks(page) if b.not_run is None for s in b.steps
+                if s.first > 0 and all(d in "\n".join(lines[s.first:s.last]) for d in digest.findall(lines[s.first - 1]))}
     for b in blocks(page):  # 0-based lines of a block whose output another named test compares
         if b.not_run is not None and _checked_elsewhere(b.not_run, page):
             end = next(j for j in range(b.line, len(lines)) if lines[j] == f"{b.indent}```")

@@ -22,10 +22,13 @@ def test_explain_failures_golden() -> None:
 
 def test_failures_shows_only_failing_phases_and_deciding_checks() -> None:
     text = render_explain(tf.flagship(), failures=True)
-    phases = [line.split(" — ")[0] for line in text.splitlines() if line and not line.startswith(" ")][3:]
+    body = text.split("\n\n", 1)[1]  # after the header, the summary and the exceptions
+    failed, _, not_run = body.partition("\nDid not run in mode final-validation (4; nothing is known about them):\n")
+    phases = [line.split(" — ")[0] for line in failed.splitlines() if line and not line.startswith(" ")]
     assert phases == ["ARCHITECTURE_GATE", "STATIC_AND_UNIT_GATE", "GPU_BASIC_E2E_GATE"]
     assert "unit_tests_pass" in text and "no_unexplained_skips" not in text  # SATISFIED check hidden
-    assert "FREEZE_IDENTITY" not in text and "FINAL_AUDIT" not in text
+    assert "FREEZE_IDENTITY" not in body and "FINAL_AUDIT" not in failed
+    assert "  FINAL_AUDIT: SKIPPED — gated by STATIC_AND_UNIT_GATE=FAIL\n" in not_run
 
 
 def test_explain_shows_values_and_where_they_came_from() -> None:
@@ -50,7 +53,21 @@ def test_stop_condition_that_did_not_fire_is_not_a_failure() -> None:
 
 def test_nothing_failed() -> None:
     text = render_explain(tf.all_pass(), failures=True)
-    assert text.endswith("Nothing failed: all 3 phases are PASS or SKIPPED.\n")
+    assert text.endswith("Nothing failed: all 3 phases are PASS or outside this mode.\n")
+
+
+def test_gates_that_never_ran_are_not_filed_under_nothing_failed() -> None:
+    trace = tf.all_pass()
+    gate = trace.phases[2].model_copy(update={"phase": "GPU_BASIC_E2E_GATE", "status": "SKIPPED", "evidence": [],
+                                              "reason": "outside mode planning-audit: inputs.gpu_validation is false"})
+    far = trace.phases[1].model_copy(update={"phase": "FINAL_AUDIT", "status": "SKIPPED", "evidence": [],
+                                             "reason": "outside mode"})
+    text = render_explain(trace.model_copy(update={"phases": [*trace.phases[:2], gate, far]}), failures=True)
+    assert "Nothing failed" not in text
+    assert "No phase is FAIL, BLOCKED or STOPPED, but what did not run was not verified:" in text
+    assert text.endswith("Did not run in mode planning-audit (1; nothing is known about them):\n"
+                         "  GPU_BASIC_E2E_GATE: SKIPPED — outside mode planning-audit: inputs.gpu_validation is "
+                         "false\n")
 
 
 def test_unknown_phase_is_a_usage_error() -> None:

@@ -180,7 +180,26 @@ def _serving(tmp: Path) -> list[Value]:
         httpd.server_close()
 
 
-EXTRA: dict[str, Callable[[Path], list[Value]]] = {"git": _git, "files": _files, "host": _host, "search": _search,
+def _record(tmp: Path) -> list[Value]:
+    """python.record over a distribution written the way tests/test_record_probe.py installs one."""
+    import subprocess
+
+    from tests import test_record_probe as rec
+    from tests.gitfixtures import init_repo
+
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    rec.install(venv, rec.SOURCES, direct_url='{"url": "https://example.invalid/vllm.whl", "archive_info": {}}')
+    repo = init_repo(tmp / "vllm-src")
+    for rel, text in rec.SOURCES.items():
+        repo.write(rel, text)
+    repo.commit("v0.27.0")
+    repo.git("tag", "v0.27.0")
+    return [("python.record", rec.record(venv, repo.path)),
+            ("python.record", rec.record(venv, repo.path, distribution="not-installed-dist"))]
+
+
+EXTRA: dict[str, Callable[[Path], list[Value]]] = {"record": _record, "git": _git, "files": _files, "host": _host, "search": _search,
                                                    "junit": _junit, "nvml": _nvml, "stack": _stack, "const": _const,
                                                    "serving": _serving}
 

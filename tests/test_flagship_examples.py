@@ -151,8 +151,10 @@ def test_final_report_labels_what_final_validation_does_not_compute(tmp_path: Pa
     impact = report.split("## Impact matrix", 1)[1].split("##", 1)[0]
     assert "Not computed in mode `final-validation`" in impact and "| Kind |" not in impact
     assert "| `afd_plugin/compat/patches/engine_core.py` | 2 | 2 | none |" in report  # retained patches
-    assert "**GPU-validated** (native control, basic E2E and full accuracy on the recorded GPUs):\n" \
-           "- TARGET_NATIVE_GPU_CONTROL: all evidence satisfied" in report
+    assert "**GPU-validated** (the GPU gates of report.hardware_phases, passed):\n" \
+           "- TARGET_NATIVE_GPU_CONTROL (attested): declared a hardware phase: hardware facts gpu (gpu.nvml)\n" \
+           "- GPU_BASIC_E2E_GATE (attested): declared a hardware phase: hardware facts gpu (gpu.nvml)\n" \
+           "- GPU_ACCURACY_GATE (attested): declared a hardware phase\n" in report
 
 
 def test_readme_first_command_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -170,7 +170,7 @@ def test_phase_status_edited(scenario: Scenario, capsys: pytest.CaptureFixture[s
     assert "the trace also contradicts itself:" in lines  # and the load-time checks say why
     assert "  - A is PASS but evidence few_deletions imposed FAIL" in lines
     assert lines[-1] == ("NOT VERIFIED: edited.json differs from its re-evaluation in 2 field(s) "
-                         "(generated_at is not compared)")
+                         "(generated_at and run are not compared)")
 
 
 def test_exit_code_edited(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@ allows it; anything else about a waiver is a warning, never a silent effect."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def test_waiver_applies_and_every_report_says_so(tmp_path: Path, capsys: pytest.
     assert check["waiver"] == {"owner": "ada@example.com", "reason": "flaky on the shared runner",
                                "expires": "2027-01-31", "ticket": "AFD-12", "source": f"{w}:3:5"}
     assert b["status"] == "FAIL" and code == 1  # B is not waivable in mode ci
-    assert trace["waivers"] == {"as_of": "2027-01-31", "warnings": [AS_OF_NOTE.format("2027-01-31")]}
+    assert trace["waivers"] == {"as_of": "2027-01-31", "warnings": [AS_OF_NOTE.format("2027-01-31")],
+                                "file": str(w), "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}
     md = (tmp_path / "o" / "report.md").read_text()
     assert "**WAIVED** (ada@example.com, until 2027-01-31: flaky on the shared runner (AFD-12))" in md
     capsys.readouterr()

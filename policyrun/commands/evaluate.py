@@ -81,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
                      fail_on_warn=args.fail_on == "warn", waivers=waivers)
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
-    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options)
+    from policyrun.render import rulebook_context
+
+    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
+                        context=rulebook_context(rb.model))
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
@@ -122,7 +125,7 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
     from datetime import UTC, date, datetime
 
     from policyrun.errors import Location
-    from policyrun.waivers import Waivers, as_of_refusal, load_waivers_file
+    from policyrun.waivers import Waivers, as_of_refusal, file_sha256, load_waivers_file
 
     today = datetime.now(UTC).date()
     if as_of is None:
@@ -137,4 +140,5 @@ def _waivers(path: Path | None, as_of: str | None) -> Any:
     refusal = as_of_refusal(day, today, parsed.issued) if as_of is not None else None
     if refusal is not None:
         raise UsageError(refusal, code="U003", location=issued_at or Location(str(path), 1, 1))
-    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None)
+    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None, file=str(path),
+                   sha256=file_sha256(path))

@@ -30,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="a Jinja2 template to use instead of the built-in one (md and html)")
     p.add_argument("--context", type=Path, metavar="FILE",
                    help="YAML or JSON mapping passed to templates as `context` (e.g. impact_matrix, refs)")
+    p.add_argument("--against", type=Path, metavar="APPROVED_TRACE",
+                   help="md, html: open the report with what changed since this (approved) trace: verdict, "
+                        "statuses, checks, commits, evidence files and their sha256, exceptions, rulebook sha256")
     p.add_argument("--force", action="store_true",
                    help="render a trace that fails its consistency checks (hand-edited?) under a warning banner")
     p.add_argument("--base", type=Path, metavar="DIR", help="sarif, github: make code locations relative to DIR "
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.traceconsistency import inconsistencies
 
     trace = load_trace(args.trace, force=args.force)
+    if args.against is not None and args.format not in ("md", "html"):
+        raise UsageError("--against applies to md and html reports (policyrun diff compares traces as text or "
+                         "JSON)", code="R004")
     options = format_options(args, [args.format], base=args.base)
     if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
         from policyrun.render.intoto import AttestationOptions, attestation_text
@@ -113,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
                          "and vsa", code="R004")
     else:
-        template = args.template or _rulebook_template(trace, args.format)
-        text = render(trace, args.format, template=template, context=load_context(args.context), options=options)
+        own_template, own_context = _rulebook_report(trace, args.format)
+        template = args.template or own_template
+        context = {**own_context, **load_context(args.context), **_against(args.against, trace, args.format)}
+        text = render(trace, args.format, template=template, context=context, options=options)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
@@ -128,14 +136,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rulebook_template(trace: Any, fmt: str) -> Path | None:
-    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses),
-    when that rulebook is found with the very bytes the trace names; else the built-in one."""
+def _rulebook_report(trace: Any, fmt: str) -> tuple[Path | None, dict[str, Any]]:
+    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses)
+    and what it tells every report (`report.hardware_phases`), when that rulebook is found with the
+    very bytes the trace names; else the built-in template and nothing."""
     if fmt not in ("md", "html") or not trace.rulebook.path:
-        return None
+        return None, {}
     from policyrun.errors import PolicyrunError
     from policyrun.locate import shipped_dir
-    from policyrun.render import rulebook_templates
+    from policyrun.render import rulebook_context, rulebook_templates
     from policyrun.rulebook import load_rulebook
 
     recorded = trace.rulebook.path
@@ -145,7 +154,20 @@ def _rulebook_template(trace: Any, fmt: str) -> Path | None:
         if rb.sha256 != trace.rulebook.sha256:
             sys.stderr.write(terminal_text(f"policyrun: note: {recorded} has changed since the trace was written; "
                                            "using the built-in template (pass --template to choose)") + "\n")
-            return None
-        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt)
+            return None, {}
+        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt), rulebook_context(rb.model)
     except (PolicyrunError, OSError):
-        return None
+        return None, {}
+
+
+def _against(approved: Path | None, trace: Any, fmt: str) -> dict[str, Any]:
+    """Template context `against`: the review of what changed since the approved trace."""
+    if approved is None:
+        return {}
+    from policyrun.errors import display_path
+    from policyrun.render.diff import render_diff_text, review_diff
+    from policyrun.trace import load_trace
+
+    diff = review_diff(load_trace(approved), trace)
+    return {"against": {"path": display_path(approved), "changed": diff["changed"], "diff": diff,
+                        "text": render_diff_text(diff)}}

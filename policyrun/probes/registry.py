@@ -27,7 +27,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.system",
     "policyrun.probes.host", "policyrun.probes.python_modules",
     "policyrun.probes.webhttp", "policyrun.probes.netports", "policyrun.probes.dockercli",
-    "policyrun.probes.disk", "policyrun.probes.pyindex",
+    "policyrun.probes.disk", "policyrun.probes.pyindex", "policyrun.probes.python_record",
 )
 
 ENTRY_POINT_GROUP = "policyrun.probes"

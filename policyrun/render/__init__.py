@@ -150,8 +150,15 @@ def write_reports(trace: Trace, formats: Iterable[str], out_dir: Path, *,
     return write_files(out_dir, rendered, code="R005", fix="choose another output folder")
 
 
+def rulebook_context(rulebook: Rulebook) -> dict[str, Any]:
+    """What a rulebook tells every report beside its templates (`report.hardware_phases`)."""
+    phases = rulebook.report.hardware_phases if rulebook.report is not None else []
+    return {"hardware_phases": list(phases)} if phases else {}
+
+
 def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
-              rulebook_templates: Mapping[str, Path] | None = None, options: ReportOptions | None = None) -> list[Path]:
+              rulebook_templates: Mapping[str, Path] | None = None, options: ReportOptions | None = None,
+              context: Mapping[str, Any] | None = None) -> list[Path]:
     """What `evaluate --out DIR` writes: trace.json and the requested reports, rendered first and
     then written together under the folder's lock, followed by manifest.json listing them."""
     from policyrun.outfiles import write_files
@@ -159,7 +166,8 @@ def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
     text = trace.to_json()
     _check_readable(text)
     files = {"trace.json": text,
-             **render_reports(trace, formats, rulebook_templates=rulebook_templates, options=options)}
+             **render_reports(trace, formats, rulebook_templates=rulebook_templates, options=options,
+                              context=context)}
     return write_files(out_dir, files, code="U007", fix="choose another --out folder", manifest=True)
 
 

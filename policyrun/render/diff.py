@@ -93,6 +93,61 @@ def diff_traces(old: Trace, new: Trace) -> dict[str, Any]:
             "context": context, "phases": phases}
 
 
+def review_diff(approved: Trace, new: Trace) -> dict[str, Any]:
+    """`report --against APPROVED`: the rulebook diff (statuses, checks, verdict) plus what an
+    auditor re-approves beside it: the commits, the supplied evidence files and their sha256, and
+    the exceptions."""
+    from policyrun.traceexceptions import trace_exceptions
+
+    out = diff_traces(approved, new)
+    out["inputs"] = _keyed_changes({k: json.dumps(v, ensure_ascii=False) for k, v in approved.inputs.items()},
+                                   {k: json.dumps(v, ensure_ascii=False) for k, v in new.inputs.items()})
+    out["commits"] = _keyed_changes(_commits(approved), _commits(new))
+    out["evidence_files"] = _keyed_changes({f"{f.probe}: {f.path}": f.sha256 for f in approved.evidence_files},
+                                           {f"{f.probe}: {f.path}": f.sha256 for f in new.evidence_files})
+    out["exceptions"] = _keyed_changes({e.text(): "" for e in trace_exceptions(approved)},
+                                       {e.text(): "" for e in trace_exceptions(new)})
+    out["changed"] = bool(out["changed"] or out["inputs"] or out["commits"] or out["evidence_files"]
+                          or out["exceptions"]
+                          or approved.rulebook.sha256 != new.rulebook.sha256
+                          or approved.facts_sha256 != new.facts_sha256)
+    return out
+
+
+def _commits(trace: Trace) -> dict[str, str]:
+    """Repository path -> the HEAD(s) probes recorded there (several when the repository moved
+    between probes, or probes read it at different revisions)."""
+    heads: dict[str, set[str]] = {}
+    for prov in trace.provenance.values():
+        if prov.repo is not None and prov.repo.head:
+            heads.setdefault(prov.repo.path, set()).add(prov.repo.head)
+    return {path: ", ".join(sorted(h)) for path, h in heads.items()}
+
+
+def _keyed_changes(old: dict[str, str], new: dict[str, str]) -> list[dict[str, Any]]:
+    """[{key, change: added|removed|changed, old, new}] for every key whose value differs."""
+    out: list[dict[str, Any]] = []
+    for key in [*new, *(k for k in old if k not in new)]:
+        if old.get(key) != new.get(key):
+            change = "added" if key not in old else "removed" if key not in new else "changed"
+            out.append({"key": key, "change": change, "old": old.get(key), "new": new.get(key)})
+    return out
+
+
+def _keyed_lines(title: str, changes: list[dict[str, Any]]) -> list[str]:
+    if not changes:
+        return []
+    lines = [title]
+    for c in changes:
+        if c["change"] == "added":
+            lines.append(f"  + {c['key']}" + (f" {c['new']}" if c["new"] else ""))
+        elif c["change"] == "removed":
+            lines.append(f"  - {c['key']}" + (f" (was {c['old']})" if c["old"] else ""))
+        else:
+            lines.append(f"  ~ {c['key']}: {c['old']} -> {c['new']}")
+    return lines
+
+
 def _arrow(pair: dict[str, Any]) -> str:
     old, new = ("none" if v is None else v for v in (pair["old"], pair["new"]))
     return f"{old} -> {new}"
@@ -145,11 +200,22 @@ def render_diff_text(diff: dict[str, Any]) -> str:
                              f"{json.dumps(pair['new'], ensure_ascii=False)}")
         for c in p["checks"]:
             lines += _check_text(c)
+    extra = [*_keyed_lines("inputs:", diff.get("inputs", [])),
+             *_keyed_lines("commits:", diff.get("commits", [])),
+             *_keyed_lines("evidence files (sha256):", diff.get("evidence_files", [])),
+             *_keyed_lines("exceptions:", diff.get("exceptions", []))]
+    if extra:
+        lines += ([""] if lines[-1] else []) + extra
     if not diff["changed"]:
-        lines.append("No change: same verdict, phase statuses and check results.")
+        lines.append("No change: same verdict, phase statuses and check results."
+                     + (" Same inputs, commits, evidence files and exceptions." if "commits" in diff else ""))
     else:
         n_checks = sum(len(p["checks"]) for p in diff["phases"])
         lines += ["", f"{len(diff['phases'])} phase(s) and {n_checks} check(s) differ."]
+        if "commits" in diff:
+            lines[-1] += (f" {len(diff['inputs'])} input(s), {len(diff['commits'])} commit(s), "
+                          f"{len(diff['evidence_files'])} evidence file(s) and {len(diff['exceptions'])} "
+                          "exception(s) changed.")
     return escape_controls("\n".join(lines) + "\n")
 
 

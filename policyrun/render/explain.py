@@ -9,7 +9,7 @@ from __future__ import annotations
 from policyrun.errors import UsageError
 from policyrun.facts import Provenance
 from policyrun.render.safetext import escape_controls
-from policyrun.render.view import FAILING, RESULT_ICONS, check_probes, format_read, is_decisive
+from policyrun.render.view import FAILING, RESULT_ICONS, check_probes, format_read, is_decisive, outside_mode
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
 _VALUE_LIMIT = 200
@@ -113,6 +113,22 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
     return lines
 
 
+def _summary_lines(trace: Trace) -> list[str]:
+    from policyrun.render.summary import build_summary, summary_lines
+    from policyrun.render.view import _identities, provenance_view
+    from policyrun.traceexceptions import trace_exceptions
+
+    provenance = {p: provenance_view(v) for p, v in trace.provenance.items()}
+    return summary_lines(build_summary(trace, trace_exceptions(trace), _identities(trace, provenance)))
+
+
+def _exception_lines(trace: Trace) -> list[str]:
+    from policyrun.traceexceptions import summary_line, trace_exceptions
+
+    exceptions = trace_exceptions(trace)
+    return [f"exceptions: {summary_line(exceptions)}", *(f"  - {e.text()}" for e in exceptions)]
+
+
 def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = False) -> str:
     """Explain every phase, one phase (`phase`), or only what did not pass (`failures`)."""
     phases = list(trace.phases)
@@ -122,7 +138,11 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
             known = ", ".join(p.phase for p in trace.phases) or "none"
             raise UsageError(f"no phase {phase!r} in this trace; phases: {known}", code="T004")
         phases = [found]
+    not_run: list[PhaseRecord] = []
     if failures:
+        # A phase of this mode that never ran (skipped by a `when`, or gated) is not a phase that
+        # passed: it is listed apart, never under "nothing failed".
+        not_run = [p for p in phases if p.status == "SKIPPED" and not outside_mode(p, trace.mode)]
         phases = [p for p in phases if p.status in FAILING]
     summary = f" — {trace.verdict.summary}" if trace.verdict.summary else ""
     out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
@@ -134,9 +154,15 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
     if asked:
         out.append("probes read only through failed()/error_code(): " + ", ".join(
             f"{p} — {_status_words(trace.provenance.get(p))}" for p in asked))
-    if not phases:
+    out += _summary_lines(trace) + _exception_lines(trace)
+    if not phases and not not_run:
         scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
-        out += ["", f"Nothing failed: {scope} PASS or SKIPPED."]
+        out += ["", f"Nothing failed: {scope} PASS or outside this mode."]
+    elif not phases:
+        out += ["", "No phase is FAIL, BLOCKED or STOPPED, but what did not run was not verified:"]
     for p in phases:
         out += ["", *_phase_lines(p, trace, failures)]
+    if not_run:
+        out += ["", f"Did not run in mode {trace.mode} ({len(not_run)}; nothing is known about them):"]
+        out += [f"  {p.phase}: SKIPPED — {p.reason}" for p in not_run]
     return escape_controls("\n".join(out) + "\n")

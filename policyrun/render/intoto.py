@@ -6,7 +6,8 @@ Two predicates:
   Its subjects are the repository commits the probes read (gitCommit) and the rulebook files
   (sha256 of their bytes).
 - `vsa`: the SLSA Verification Summary Attestation v1 (https://slsa.dev/spec/v1.0/verification_summary),
-  for tools that consume VSAs: PASSED only when the exit code is 0.
+  for tools that consume VSAs: PASSED only when the exit code is 0 and no exception
+  (policyrun.traceexceptions) was needed.
 
 Like every report these are made from the trace alone. A statement is written as indented JSON;
 a signed one is that exact text, base64-encoded, as the envelope's payload.
@@ -22,6 +23,7 @@ from urllib.parse import quote
 
 from policyrun.errors import Location, UsageError, display_path
 from policyrun.trace import Trace
+from policyrun.traceexceptions import trace_exceptions
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 VERDICT_PREDICATE = "https://policyrun.dev/verdict/v1"
@@ -79,13 +81,25 @@ def verdict_statement(trace: Trace) -> dict[str, Any]:
         "failOnWarn": trace.fail_on_warn,
         "factsSha256": trace.facts_sha256,
         "staleFacts": [{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts],
+        "waivers": _waivers(trace),
+        "exceptions": [e.as_json() for e in trace_exceptions(trace)],
         "phases": [{"id": p.phase, "status": p.status} for p in trace.phases],
         "verdict": {"id": trace.verdict.id, "summary": trace.verdict.summary},
         "exitCode": trace.exit_code,
+        "evidenceFiles": [f.model_dump(mode="json", exclude_none=True) for f in trace.evidence_files],
         "generatedAt": trace.generated_at,
+        "run": trace.run.model_dump(mode="json") if trace.run else None,
     }
     return {"_type": STATEMENT_TYPE, "subject": [*repository_subjects(trace), *rulebook_subjects(trace)],
             "predicateType": VERDICT_PREDICATE, "predicate": predicate}
+
+
+def _waivers(trace: Trace) -> dict[str, Any] | None:
+    w = trace.waivers
+    if w is None:
+        return None
+    return {"file": w.get("file"), "sha256": w.get("sha256"), "asOf": w.get("as_of"),
+            "asOfGiven": any(str(x).startswith("--as-of ") for x in w.get("warnings") or [])}
 
 
 def vsa_statement(trace: Trace, opts: AttestationOptions = AttestationOptions()) -> dict[str, Any]:
@@ -97,12 +111,16 @@ def vsa_statement(trace: Trace, opts: AttestationOptions = AttestationOptions())
     if not trace.generated_at:
         raise UsageError("a verification summary needs timeVerified, and this trace has no generated_at (it was "
                          "evaluated with --no-timestamp); evaluate again without it", code="A003")
-    passed = trace.exit_code == 0
+    exceptions = [e.as_json() for e in trace_exceptions(trace)]
+    # PASSED says the policy held as written. A run that passed only with an exception (stale facts,
+    # a waiver, a disabled check, a tolerated UNKNOWN) did not show that, so it is FAILED here and
+    # the exceptions are listed in the policy's annotations (docs/auditors.md).
+    passed = trace.exit_code == 0 and not exceptions
     predicate: dict[str, Any] = {
         "verifier": {"id": opts.verifier_id or DEFAULT_VERIFIER},
         "timeVerified": trace.generated_at,
         "resourceUri": opts.resource_uri or _resource_uri(subjects[0]),
-        "policy": _policy(trace, opts.policy_uri),
+        "policy": _policy(trace, opts.policy_uri, exceptions),
         "verificationResult": "PASSED" if passed else "FAILED",
         # One value per track; policyrun's track is the rulebook in a mode. Custom values must not
         # start with SLSA_ (the spec's SlsaResult).
@@ -120,7 +138,7 @@ def _resource_uri(subject: dict[str, Any]) -> str:
     return f"git+file://{quote(path)}@{sha}"
 
 
-def _policy(trace: Trace, uri: str | None) -> dict[str, Any]:
+def _policy(trace: Trace, uri: str | None, exceptions: list[dict[str, Any]]) -> dict[str, Any]:
     rb = trace.rulebook
     path = rb.path or rb.name
     if uri is None:
@@ -129,8 +147,14 @@ def _policy(trace: Trace, uri: str | None) -> dict[str, Any]:
         else:
             uri = f"file:{'//' if path.startswith('/') else ''}{quote(path)}"
     policy: dict[str, Any] = {"uri": uri, "digest": {"sha256": rb.sha256}}
+    annotations: dict[str, Any] = {}
     if rb.chain:
-        policy["annotations"] = {"chain": [{"name": c.name, "path": c.path, "sha256": c.sha256} for c in rb.chain]}
+        annotations["chain"] = [{"name": c.name, "path": c.path, "sha256": c.sha256} for c in rb.chain]
+    if exceptions:
+        annotations["exitCode"] = trace.exit_code
+        annotations["exceptions"] = exceptions
+    if annotations:
+        policy["annotations"] = annotations
     return policy
 
 

@@ -318,12 +318,15 @@ def _reads_hardware(phase: PhaseRecord, trace: Trace) -> list[str]:
                   if p in trace.provenance and family(trace.provenance[p].kind) in HARDWARE_FAMILIES)
 
 
-def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iterable[str]) -> dict[str, list[Any]]:
-    """Readiness split as the workflow asks: hardware-validated, shared-code, unverified claims."""
+def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iterable[str],
+               evidence: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Readiness split as the workflow asks: hardware-validated, shared-code, unverified claims.
+    The one model every report (md, HTML, a rulebook's template) shows; a phase that passed only
+    with an exception (policyrun.traceexceptions) is unverified."""
     declared = set(hardware_phases)
     out: dict[str, list[Any]] = {"hardware_validated": [], "shared_code": [], "unverified": []}
-    for view, record in zip(phases, trace.phases, strict=True):
-        item = {"phase": view["id"], "title": view["title"], "status": view["status"]}
+    for view, record, ev in zip(phases, trace.phases, evidence, strict=True):
+        item = {"phase": view["id"], "title": view["title"], "status": view["status"], "evidence": ev["label"]}
         hardware = _reads_hardware(record, trace)
         if view["status"] != "PASS":
             why = view["blocker"] or view["reason"]
@@ -331,8 +334,13 @@ def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iter
         elif view["gaps"]:
             out["unverified"].append({**item, "why": "PASS with evidence gaps: "
                                       + ", ".join(f"{g} UNKNOWN" for g in view["gaps"])})
-        elif hardware or view["id"] in declared:
-            why = "hardware facts: " + ", ".join(hardware) if hardware else "declared a hardware phase"
+        elif ev["label"] == "unverified":
+            out["unverified"].append({**item, "why": f"PASS with exceptions: {ev['why']}"})
+        elif (view["id"] in declared) if declared else bool(hardware):
+            # A rulebook that declares its hardware phases (report.hardware_phases) knows better than
+            # "reads a GPU fact": a phase may record the GPU without being a claim about it.
+            why = ("declared a hardware phase" + (": hardware facts " + ", ".join(hardware) if hardware else "")
+                   if declared else "hardware facts: " + ", ".join(hardware))
             out["hardware_validated"].append({**item, "why": why})
         else:
             out["shared_code"].append({**item, "why": "PASS on facts that need no hardware"})
@@ -342,12 +350,17 @@ def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iter
 def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The `report` variable of every template; see docs/reports.md for its fields."""
     from policyrun.render.mermaid import render_mermaid
+    from policyrun.render.summary import build_summary
+    from policyrun.traceexceptions import KIND_LABELS, summary_line, trace_exceptions
 
     context = context or {}
     provenance = {p: provenance_view(v) for p, v in sorted(trace.provenance.items())}
     hardware_ids = {p.phase for p in trace.phases if _reads_hardware(p, trace)}
     phases = [_phase_view(p, i, provenance, p.phase in hardware_ids) for i, p in enumerate(trace.phases, 1)]
     counts = {s: sum(1 for p in trace.phases if p.status == s) for s in STATUSES}
+    exceptions = trace_exceptions(trace)
+    identities = _identities(trace, provenance)
+    summary = build_summary(trace, exceptions, identities)
     return {
         "title": f"{trace.rulebook.name} · {trace.mode}",
         "rulebook": trace.rulebook.model_dump(mode="json"),
@@ -362,11 +375,15 @@ def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[s
         "inputs": [{"name": k, "value": format_value(v, None)} for k, v in sorted(trace.inputs.items())],
         "vars": [{"name": k, "value": format_value(v, 200)} for k, v in sorted(trace.vars.items())],
         "phases": phases,
-        "identities": _identities(trace, provenance),
+        "summary": summary,
+        "identities": identities,
         "stack": _stack(trace),
         "impact_matrix": _impact_matrix(trace, context),
         "gaps": _gaps(trace),
-        "readiness": _readiness(phases, trace, context.get("hardware_phases", ())),
+        "readiness": _readiness(phases, trace, context.get("hardware_phases", ()), summary["phases"]),
         "provenance": list(provenance.values()),
+        "exceptions": [{"kind": e.kind, "phase": e.phase, "check": e.check, "detail": e.detail,
+                        "label": KIND_LABELS[e.kind], "text": e.text()} for e in exceptions],
+        "exceptions_summary": summary_line(exceptions),
         "mermaid": render_mermaid(trace),
     }
