@@ -15,6 +15,7 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
+from policyrun.probes.pyshape import code_hash, shape
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, as_list, object_schema, open_tree,
                                        schema_list, skipped_facts, unparse)
 from policyrun.probes.search import PathFilter
@@ -34,11 +35,13 @@ class Symbol:
     decorators: list[str] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)
     reason: str | None = None
+    shape: str | None = None
+    body_hash: str | None = None
 
     def as_fact(self) -> dict[str, Any]:
         return {"found": self.found, "file": self.file, "line": self.line, "kind": self.kind,
                 "signature": self.signature, "decorators": self.decorators, "chain": self.chain,
-                "reason": self.reason}
+                "reason": self.reason, "shape": self.shape, "body_hash": self.body_hash}
 
 
 def signature(node: ast.AST) -> str | None:
@@ -111,7 +114,10 @@ def find_symbol(resolver: Resolver, qualname: str, depth: int = 0) -> Symbol:
             return Symbol(False, target.defining_file, chain=target.chain, reason="not_defined")
     kind, sig, decorators = describe(node, in_class=in_class)
     line = getattr(node, "lineno", None) if rest else target.line
-    return Symbol(True, target.defining_file, line, kind or target.kind, sig, decorators, target.chain)
+    if not rest and isinstance(target.node, _DEFS):
+        node = target.node
+    return Symbol(True, target.defining_file, line, kind or target.kind, sig, decorators, target.chain,
+                  shape=shape(node), body_hash=code_hash(node) if isinstance(node, _DEFS) else None)
 
 
 def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
@@ -145,6 +151,10 @@ _SYMBOL_PROPS: dict[str, Any] = {
                                                                           "definition (re-exports)."},
     "reason": {"type": ["string", "null"], "description": "Why not found: no_module, not_defined, cycle, "
                                                          "depth_limit, parse_error."},
+    "shape": {"type": ["string", "null"], "description": "A function's parameters without annotations "
+                                                        "(`(self, x, y=1, *, z, **kw)`); null otherwise."},
+    "body_hash": {"type": ["string", "null"], "description": "16 hex of sha256 over the definition's AST without "
+                                                            "docstrings (comments and layout never count)."},
 }
 _ROW = object_schema("One symbol.", {
     "name": {"type": "string", "description": "Qualified name (`pkg.mod.Class.method`)."},
@@ -155,6 +165,8 @@ _ROW = object_schema("One symbol.", {
                                          "compare_rev."},
     "removed": {"type": ["boolean", "null"], "description": "Found at rev, not at compare_rev; null without "
                                                            "compare_rev."},
+    "body_changed": {"type": ["boolean", "null"], "description": "Found at both revisions with different "
+                                                                "body_hash; null without compare_rev."},
 })
 _NAMES = {"type": "array", "items": {"type": "string"}}
 
@@ -250,18 +262,19 @@ def _file_rows(resolver: Resolver, globs: list[str]) -> list[dict[str, Any]]:
         for name, node, in_class in defined_in(info):
             kind, sig, decorators = describe(node, in_class=in_class)
             rows.append({"name": name, **Symbol(True, path, getattr(node, "lineno", None), kind, sig, decorators,
-                                                [path]).as_fact()})
+                                                [path], shape=shape(node), body_hash=code_hash(node)).as_fact()})
     return rows
 
 
 def _compare(row: dict[str, Any], there: Resolver | None) -> None:
     if there is None:
-        row.update(signature_changed=None, removed=None)
+        row.update(signature_changed=None, removed=None, body_changed=None)
         return
     later = find_symbol(there, row["name"])
     row["compare"] = later.as_fact()
     row["removed"] = row["found"] and not later.found
     row["signature_changed"] = row["found"] and later.found and row["signature"] != later.signature
+    row["body_changed"] = row["found"] and later.found and row["body_hash"] != later.body_hash
 
 
 def _by_name(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
