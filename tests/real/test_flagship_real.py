@@ -348,7 +348,8 @@ def implemented(afd_repo: Path, vllm_repo: Path, planning: dict[str, Any],
     evidence.mkdir(parents=True)
     (evidence / "architecture.yaml").write_text(yaml.safe_dump({
         "decision": "continue", "reviewer": "test", "current_sha": shas[current], "target_sha": shas["v0.27.0"],
-        "rows": [{"upstream": r["upstream"], "classification": "MECHANICAL", "invariant": "unchanged"} for r in rows]}))
+        "rows": [{"upstream": r["upstream"], "classification": "MECHANICAL", "invariant": "unchanged",
+                  **({"replacement": "reviewed"} if r["status"] == "D" else {})} for r in rows]}))
     inventory = [r["file"] for r in derived(planning, "patch_inventory")]
     (evidence / "plan.yaml").write_text(yaml.safe_dump({
         "current_sha": shas[current], "target_sha": shas["v0.27.0"],
@@ -358,12 +359,24 @@ def implemented(afd_repo: Path, vllm_repo: Path, planning: dict[str, Any],
     return repo, base
 
 
+# The sed-only implementation above ports no code: IMPLEMENT_ATOMIC_ADAPTATIONS refuses it (issue 18
+# items 1, 2, 9; tests/real/test_upgrade_real.py). These tests are about the static gate behind it,
+# so they waive exactly those three checks, and the first asserts that they failed.
+SED_ONLY_FAILURES = ("replacements_match_target", "upstream_names_present", "changed_bodies_ported")
+
+
 def _implementation(repo: Path, base: str, vllm: Path, junit: Path, out: Path, monkeypatch: pytest.MonkeyPatch
                     ) -> dict[str, Any]:
     monkeypatch.chdir(repo)
+    out.mkdir(parents=True, exist_ok=True)
+    waivers = out / "waivers.yaml"
+    waivers.write_text(yaml.safe_dump({"policyrun_waivers": 1, "waivers": [
+        {"rulebook": "upgrade-gpu-version", "phase": "IMPLEMENT_ATOMIC_ADAPTATIONS", "check": check,
+         "reason": "sed-only implementation; these tests judge the static gate", "owner": "tests",
+         "expires": "2099-12-31"} for check in SED_ONLY_FAILURES]}))
     main(["evaluate", "upgrade-gpu-version", "--mode", "implementation", "--set", f"vllm_src={vllm}",
           "--set", "target_ref=v0.27.0", "--set", f"afd_base={base}", "--set", f"python={sys.executable}",
-          "--set", f"unit_junit={junit}", "--out", str(out), "-q"])
+          "--set", f"unit_junit={junit}", "--waivers", str(waivers), "--out", str(out), "-q"])
     return json.loads((out / "trace.json").read_text())
 
 
@@ -376,6 +389,8 @@ def test_static_gate_names_the_failure_and_the_collection_skips(implemented: tup
     for earlier in ("FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE",
                     "PRODUCE_STAGED_PLAN", "IMPLEMENT_ATOMIC_ADAPTATIONS"):
         assert by_id[earlier]["status"] == "PASS", (earlier, by_id[earlier]["blocker"])
+    implement = {c["id"]: c for c in by_id["IMPLEMENT_ATOMIC_ADAPTATIONS"]["evidence"]}
+    assert all(implement[c]["result"] == "UNSATISFIED" and implement[c]["waiver"] for c in SED_ONLY_FAILURES)
     gate = by_id["STATIC_AND_UNIT_GATE"]
     assert gate["status"] != "PASS"
     messages = {c["id"]: c["message"] or "" for c in gate["evidence"]}
