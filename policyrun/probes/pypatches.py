@@ -136,6 +136,12 @@ class _FileScan:
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
                         self.scan.strings[t.id] = stmt.value.value
+        for node, _ in nodes:  # every imported upstream name is a use too (its own form)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and self.scan.upstream(node.module):
+                self.uses.extend(self._use(node, f"{node.module}.{a.name}", "import") for a in node.names
+                                 if a.name != "*")
+            elif isinstance(node, ast.Import):
+                self.uses.extend(self._use(node, a.name, "import") for a in node.names if self.scan.upstream(a.name))
         for node, _ in nodes:  # aliases first: `original = mod.f` read before a later `mod.f = g`
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 src = self.scan.dotted(node.value)
@@ -309,9 +315,10 @@ _OVERRIDE = object_schema("A method of a plugin class defined on an upstream bas
     "target": {"type": "string", "description": "The base class's member of that name."},
     "replacement": _REPLACEMENT,
 })
-_USE = object_schema("An upstream name read through a module or class attribute, or getattr with a literal.", {
+_USE = object_schema("An upstream name the code uses: imported (`from m import N`: `m.N`; `import m`: `m`), read "
+                     "through a module or class attribute, or through getattr with a literal.", {
     "site": {"type": "string"}, "path": {"type": "string"}, "line": {"type": "integer"},
-    "name": {"type": "string"}, "form": {"type": "string", "enum": ["attribute", "getattr"]},
+    "name": {"type": "string"}, "form": {"type": "string", "enum": ["import", "attribute", "getattr"]},
 })
 
 FACT_SCHEMA: Mapping[str, Any] = object_schema("Patches of upstream behaviour found in code.", {
