@@ -151,7 +151,10 @@ class Resolver:
     def info(self, path: str) -> ModuleInfo:
         content = self.tree.key(path)
         key = self.key(path)
-        info = self.cache.get(key) or (_SHARED.get(key) if content.startswith("blob:") else None)
+        info = self.cache.get(key)
+        if info is None and content.startswith("blob:") and (info := _SHARED.get(key)) is not None \
+                and self.tree.reader is not None:
+            self.tree.reader.note()  # read through another probe's cache: the same object
         if info is None and self.helper is not None:
             info = self.helper.get(key)  # without nodes: kept in this resolution's cache, never shared
         if info is None:

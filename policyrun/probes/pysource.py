@@ -171,9 +171,16 @@ class BlobReader:
         self.timer: threading.Timer | None = None
         self.shown = ""
 
+    def note(self) -> None:
+        """Record the command in provenance without starting it: the blob it would read was served
+        from the cache another probe filled, and the fact still rests on that object (provenance
+        must not depend on which probe ran first)."""
+        if not self.shown:
+            self.shown = f"git -C {self.repo.root} cat-file --batch"
+            self.repo.commands.append(self.shown)
+
     def _start(self) -> subprocess.Popen[bytes]:
-        self.shown = f"git -C {self.repo.root} cat-file --batch"
-        self.repo.commands.append(self.shown)
+        self.note()
         remaining = self.repo.deadline - time.monotonic()
         if remaining <= 0:
             raise self.repo.timeout(self.shown)
