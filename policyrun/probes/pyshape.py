@@ -12,7 +12,7 @@ import hashlib
 
 from policyrun.probes.pysource import unparse
 
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _DOCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
