@@ -13,7 +13,6 @@ import hashlib
 from policyrun.probes.pysource import unparse
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_DOCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 
 
 def shape(node: ast.AST | None) -> str | None:
@@ -41,9 +40,10 @@ def forwards(node: ast.AST | None) -> bool:
 
 
 def code_hash(node: ast.AST | None) -> str | None:
-    """sha256 (first 16 hex) of the definition's AST without docstrings; comments, spacing and line
-    numbers never reach the AST, so only a change in what the code does changes it. Serialised by
-    hand, without copying the tree (the trees are shared through the parse cache)."""
+    """sha256 (first 16 hex) of the definition's AST without docstrings (nor any bare string
+    statement); comments, spacing and line numbers never reach the AST, so only a change in what
+    the code does changes it. Serialised by hand, without copying the tree (the trees are shared
+    through the parse cache)."""
     if node is None:
         return None
     out: list[str] = []
@@ -56,9 +56,10 @@ def code_hash(node: ast.AST | None) -> str | None:
             stack.append(_Raw(")"))
             for name in reversed(item._fields):
                 value = getattr(item, name, None)
-                if name == "body" and isinstance(item, _DOCS) and isinstance(value, list) and value \
-                        and _is_doc(value[0]):
-                    value = value[1:]
+                if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                    # a docstring, or a bare string statement anywhere in a body (a comment
+                    # written as a string: it does nothing)
+                    value = [v for v in value if not _is_doc(v)]
                 stack.append(value)
                 stack.append(_Raw(name + "="))
         elif isinstance(item, list):
