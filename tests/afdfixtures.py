@@ -1163,7 +1163,7 @@ _CLASSIFICATION: dict[str, dict[str, Any]] = {
         "classification": "BEHAVIORAL", "invariant": "FFN engines stop after executor construction",
         # the patch's copy needs no change for the target's new body (a new attribute it never
         # reads): reviewed against it, by its hash (python.symbols' body_hash at the target)
-        "reviewed_body": "cfa9232f0f4423dd"},
+        "reviewed_body": "418eada9dfef8e0e"},
     "vllm.sequence.IntermediateTensors": {"classification": "MECHANICAL",
                                           "invariant": "FFN workers receive IntermediateTensors",
                                           "replacement": "vllm.v1.outputs.IntermediateTensors"},

@@ -43,35 +43,78 @@ def code_hash(node: ast.AST | None) -> str | None:
     """sha256 (first 16 hex) of the definition's AST without docstrings (nor any bare string
     statement); comments, spacing and line numbers never reach the AST, so only a change in what
     the code does changes it. Serialised by hand, without copying the tree (the trees are shared
-    through the parse cache)."""
+    through the parse cache); absent fields (None, []) are left out, so a Python whose AST adds an
+    empty field (3.12's `type_params`) gives the same hash."""
     if node is None:
         return None
     out: list[str] = []
+    try:
+        _serialise(node, out)
+    except RecursionError:  # a pathologically deep expression: the same text, without recursion
+        out = []
+        _serialise_iteratively(node, out)
+    return hashlib.sha256("".join(out).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _serialise(node: ast.AST, out: list[str]) -> None:
+    kind = type(node)
+    out.append(kind.__name__)
+    out.append("(")
+    for name in kind._fields:
+        value = getattr(node, name, None)
+        if value is None or value == []:
+            continue
+        out.append(name)
+        out.append("=")
+        if type(value) is list:
+            out.append("[")
+            for item in value:
+                if isinstance(item, ast.AST):
+                    if _is_doc(item):
+                        continue
+                    _serialise(item, out)
+                else:
+                    out.append(repr(item))
+                out.append(",")
+            out.append("]")
+        elif isinstance(value, ast.AST):
+            _serialise(value, out)
+        else:
+            out.append(repr(value))
+        out.append(",")
+    out.append(")")
+
+
+def _serialise_iteratively(node: ast.AST, out: list[str]) -> None:
+    """_serialise with an explicit stack (same output)."""
     stack: list[object] = [node]
     while stack:
         item = stack.pop()
-        if isinstance(item, ast.AST):
-            out.append(type(item).__name__)
-            out.append("(")
-            stack.append(_Raw(")"))
-            for name in reversed(item._fields):
-                value = getattr(item, name, None)
-                if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                    # a docstring, or a bare string statement anywhere in a body (a comment
-                    # written as a string: it does nothing)
-                    value = [v for v in value if not _is_doc(v)]
-                stack.append(value)
-                stack.append(_Raw(name + "="))
-        elif isinstance(item, list):
-            out.append("[")
-            stack.append(_Raw("]"))
-            stack.extend(reversed(item))
-        elif isinstance(item, _Raw):
+        if isinstance(item, _Raw):
             out.append(item.text)
-        else:
+            continue
+        if not isinstance(item, ast.AST):
             out.append(repr(item))
-        out.append(",")
-    return hashlib.sha256("".join(out).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            continue
+        kind = type(item)
+        out += [kind.__name__, "("]
+        todo: list[object] = []
+        for name in kind._fields:
+            value = getattr(item, name, None)
+            if value is None or value == []:
+                continue
+            todo.append(_Raw(name + "="))
+            if type(value) is list:
+                todo.append(_Raw("["))
+                for sub in value:
+                    if not (isinstance(sub, ast.AST) and _is_doc(sub)):
+                        todo += [sub, _Raw(",")]
+                todo.append(_Raw("]"))
+            else:
+                todo.append(value)
+            todo.append(_Raw(","))
+        todo.append(_Raw(")"))
+        stack.extend(reversed(todo))
 
 
 class _Raw:
@@ -82,5 +125,5 @@ class _Raw:
         self.text = text
 
 
-def _is_doc(stmt: ast.stmt) -> bool:
+def _is_doc(stmt: ast.AST) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
