@@ -85,21 +85,26 @@ def _imports(nodes: list[tuple[ast.AST, str]], info: ModuleInfo, scan: _Scan) ->
         del scan.bound[name]
 
 
-def _walk(tree: ast.Module, scan: _Scan) -> Iterator[tuple[ast.AST, str]]:
+def _walk(tree: ast.Module, scan: _Scan) -> list[tuple[ast.AST, str]]:
     """Every node with the qualified name of the function holding it ("" at module level), in
-    source order; definitions recorded on the way."""
-    def visit(node: ast.AST, scope: str, prefix: str) -> Iterator[tuple[ast.AST, str]]:
+    source order; definitions recorded on the way. (A list built by plain recursion: a generator
+    chain costs a step per nesting level for every node.)"""
+    out: list[tuple[ast.AST, str]] = []
+
+    def visit(node: ast.AST, scope: str, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
+            out.append((child, scope))
             if isinstance(child, _DEFS):
                 qual = f"{prefix}{child.name}"
                 scan.defs.append(_Def(child.name, qual, child, scope))
-                yield child, scope
-                inner = qual if isinstance(child, _FUNCS) else scope
-                yield from visit(child, inner, qual + (".<locals>." if isinstance(child, _FUNCS) else "."))
-                continue
-            yield child, scope
-            yield from visit(child, scope, prefix)
-    yield from visit(tree, "", "")
+                if isinstance(child, _FUNCS):
+                    visit(child, qual, qual + ".<locals>.")
+                else:
+                    visit(child, scope, qual + ".")
+            else:
+                visit(child, scope, prefix)
+    visit(tree, "", "")
+    return out
 
 
 def _unwrap(value: ast.expr) -> ast.expr:
@@ -128,7 +133,7 @@ class _FileScan:
         self.uses: list[dict[str, Any]] = []
         tree = info.tree
         assert tree is not None
-        self.nodes = nodes = list(_walk(tree, self.scan))
+        self.nodes = nodes = _walk(tree, self.scan)
         _imports(nodes, info, self.scan)
         for stmt in tree.body:
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) \
