@@ -168,10 +168,11 @@ def test_code_hash_ignores_docstrings_and_comments_not_code(plugin: GitRepo) -> 
         "    return config\n", '    """Documented now."""\n    return config  # a comment\n', 1))
     plugin.commit("docs only")
     docs = by_site(probe("python.patches", plugin.path, root=".", packages=["up"]))
-    assert docs["plug/marked.py:21"]["replacement"]["code_hash"] == before["plug/marked.py:20"]["replacement"]["code_hash"]
+    old_hash = before["plug/marked.py:20"]["replacement"]["code_hash"]
+    assert docs["plug/marked.py:21"]["replacement"]["code_hash"] == old_hash
     plugin.write("plug/marked.py", PLUGIN["plug/marked.py"].replace("    return config\n", "    return executor\n", 1))
     code = by_site(probe("python.patches", plugin.path, root=".", packages=["up"]))
-    assert code["plug/marked.py:20"]["replacement"]["code_hash"] != before["plug/marked.py:20"]["replacement"]["code_hash"]
+    assert code["plug/marked.py:20"]["replacement"]["code_hash"] != old_hash
     # the revision is read from git objects, not the working tree
     at_base = by_site(probe("python.patches", plugin.path, root=".", packages=["up"], rev=base))
     assert at_base == before

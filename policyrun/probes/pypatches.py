@@ -307,7 +307,8 @@ _REPLACEMENT = object_schema("The plugin's replacement (a def, class or lambda i
 }, nullable=True)
 _PATCH = object_schema("One patch.", {
     "site": {"type": "string"}, "path": {"type": "string"}, "line": {"type": "integer"},
-    "target": {"type": "string", "description": "Dotted upstream name replaced (`vllm.v1.engine.core.EngineCore.shutdown`)."},
+    "target": {"type": "string",
+               "description": "Dotted upstream name replaced (`vllm.v1.engine.core.EngineCore.shutdown`)."},
     "form": {"type": "string", "enum": list(FORMS)},
     "marked": {"type": "boolean", "description": "A PATCH region in the replacement (or around the site) carries "
                                                  "every required comment field."},
@@ -339,7 +340,8 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Patches of upstream behaviour fo
                 "description": "Distinct patch and override targets, sorted (for python.symbols)."},
     "used_names": {"type": "array", "items": {"type": "string"}, "description": "Distinct `uses` names, sorted."},
     "by_target": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "object"}},
-                  "description": "Target → `{site, path, kind (patch|override), form, code_hash, shape}` of each replacement."},
+                  "description": "Target → `{site, path, kind (patch|override), form, code_hash, shape}` of "
+                                 "each replacement."},
 })
 
 PARAMS_SCHEMA: Mapping[str, Any] = {

@@ -270,9 +270,9 @@ def _file_rows(resolver: Resolver, globs: list[str]) -> list[dict[str, Any]]:
         info = resolver.info(path)
         for name, node, in_class in defined_in(info):
             kind, sig, decorators = describe(node, in_class=in_class)
+            body = code_hash(node) if isinstance(node, _FUNCS) else None
             rows.append({"name": name, **Symbol(True, path, getattr(node, "lineno", None), kind, sig, decorators,
-                                                [path], shape=shape(node),
-                                                body_hash=code_hash(node) if isinstance(node, _FUNCS) else None).as_fact()})
+                                                [path], shape=shape(node), body_hash=body).as_fact()})
     return rows
 
 

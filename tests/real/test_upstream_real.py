@@ -101,7 +101,8 @@ def test_a_new_unmarked_method_replacement_fails_implementation(upgraded_afd: Up
     trace = _implementation(up, tmp_path, monkeypatch)
     found = checks(trace, "IMPLEMENT_ATOMIC_ADAPTATIONS")["new_patches_marked"]
     assert found["result"] == "UNSATISFIED"
-    assert f"{RUNNER}:{_line_of(up.repo, RUNNER, '.sample_tokens = _afd_sample_tokens')} method_replace of vllm.v1.worker.gpu_model_runner.GPUModelRunner.sample_tokens " \
+    line = _line_of(up.repo, RUNNER, ".sample_tokens = _afd_sample_tokens")
+    assert f"{RUNNER}:{line} method_replace of vllm.v1.worker.gpu_model_runner.GPUModelRunner.sample_tokens " \
            "(missing: markers)" in found["message"]
 
 
@@ -173,7 +174,7 @@ def test_unported_engine_core_copies_fail_naming_each(upgraded_afd: Upgrade, tmp
     for symbol in ("EngineCore.__init__", "EngineCore._initialize_kv_caches", "EngineCoreProc.run_busy_loop",
                    "DPEngineCoreProc.run_busy_loop"):
         assert f"vllm.v1.engine.core.{symbol} (target body " in message
-    assert f"unchanged replacement {ENGINE_CORE}:{_line_of(up.repo, ENGINE_CORE, 'core_module.EngineCore.__init__ =')}" \
-        in message
+    line = _line_of(up.repo, ENGINE_CORE, "core_module.EngineCore.__init__ =")
+    assert f"unchanged replacement {ENGINE_CORE}:{line}" in message
     # the bodies the upgrade did port elsewhere are not named
     assert "launch_core_engines" not in message and "_dummy_run" not in message
