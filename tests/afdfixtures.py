@@ -1128,6 +1128,9 @@ UNBALANCED_MARKERS = {"afd_plugin/compat/patches/engine_core.py": _ENGINE_CORE_P
 # What the rulebook derives from the fixture diff (derived.impact_matrix), in its order:
 # (upstream, status, change).
 IMPACT_ROWS = [
+    # upstream bodies the plugin patches that changed (python.patches finds the assignments)
+    ("vllm.forward_context.set_forward_context", "M", "patched signature and body changed"),
+    ("vllm.v1.engine.core.EngineCore.__init__", "M", "patched body changed"),
     ("vllm/config/compilation.py", "M", "modified"),
     ("vllm/forward_context.py", "M", "modified"),
     ("vllm/sequence.py", "M", "modified"),
@@ -1156,6 +1159,11 @@ _CLASSIFICATION: dict[str, dict[str, Any]] = {
                                                  "invariant": "the patch keeps the upstream signature",
                                                  "notes": "batch_descriptor is passed through"},
     "vllm/sequence.py": {"classification": "MECHANICAL", "invariant": "FFN workers receive IntermediateTensors"},
+    "vllm.v1.engine.core.EngineCore.__init__": {
+        "classification": "BEHAVIORAL", "invariant": "FFN engines stop after executor construction",
+        # the patch's copy needs no change for the target's new body (a new attribute it never
+        # reads): reviewed against it, by its hash (python.symbols' body_hash at the target)
+        "reviewed_body": "418eada9dfef8e0e"},
     "vllm.sequence.IntermediateTensors": {"classification": "MECHANICAL",
                                           "invariant": "FFN workers receive IntermediateTensors",
                                           "replacement": "vllm.v1.outputs.IntermediateTensors"},
@@ -1177,7 +1185,8 @@ _CLASSIFICATION: dict[str, dict[str, Any]] = {
 
 def architecture_doc(current_sha: str, target_sha: str, *, decision: str = "continue",
                      architectural: bool = False) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = [{"upstream": upstream, **_CLASSIFICATION[upstream]} for upstream, _, _ in IMPACT_ROWS]
+    rows: list[dict[str, Any]] = [{"upstream": upstream, **_CLASSIFICATION[upstream]}
+                                  for upstream in dict.fromkeys(u for u, _, _ in IMPACT_ROWS)]
     if architectural:
         for row in rows:
             if row["upstream"] == "vllm.v1.worker.worker_base.WorkerBase":
@@ -1218,7 +1227,8 @@ def plan_doc(current_sha: str, target_sha: str) -> dict[str, Any]:
              "invariant": "the FFN worker loads only FFN-owned weights",
              "tests": ["tests/unit/v1/worker/test_ffn_worker.py"]},
             {"id": "S5-runner-engine-dbo", "upstream": ["vllm/v1/worker/gpu_model_runner.py", "vllm/v1/engine/core.py",
-                                                        "vllm/v1/worker/gpu_ubatch_wrapper.py"],
+                                                        "vllm/v1/worker/gpu_ubatch_wrapper.py",
+                                                        "vllm.v1.engine.core.EngineCore.__init__"],
              "files": ["afd_plugin/v1/worker/ubatch_wrapper.py", "afd_plugin/compat/patches/engine_core.py"],
              "invariant": "FFN engines stop after executor construction; the connector hand-off sits between the halves",
              "tests": ["tests/unit/compat/patches/test_engine_core.py", "tests/unit/v1/worker/test_dbo.py"]},

@@ -15,6 +15,7 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
+from policyrun.probes.pyshape import code_hash, shape
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, as_list, object_schema, open_tree,
                                        schema_list, skipped_facts, unparse)
 from policyrun.probes.search import PathFilter
@@ -22,6 +23,9 @@ from policyrun.probes.search import PathFilter
 SYMBOL_KINDS = ("module", "class", "function", "async function", "method", "async method", "assignment",
                 "import", "lazy")
 _DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+# Bodies are hashed for functions and methods: a class's hash would change with any of its methods
+# (each is compared on its own), and hashing whole classes of vLLM's size was most of the time.
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass
@@ -34,11 +38,13 @@ class Symbol:
     decorators: list[str] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)
     reason: str | None = None
+    shape: str | None = None
+    body_hash: str | None = None
 
     def as_fact(self) -> dict[str, Any]:
         return {"found": self.found, "file": self.file, "line": self.line, "kind": self.kind,
                 "signature": self.signature, "decorators": self.decorators, "chain": self.chain,
-                "reason": self.reason}
+                "reason": self.reason, "shape": self.shape, "body_hash": self.body_hash}
 
 
 def signature(node: ast.AST) -> str | None:
@@ -78,7 +84,7 @@ def class_member(cls: ast.ClassDef, name: str) -> ast.stmt | None:
     return unconditional[-1] if unconditional else (found[0][0] if found else None)
 
 
-def find_symbol(resolver: Resolver, qualname: str, depth: int = 0) -> Symbol:
+def find_symbol(resolver: Resolver, qualname: str, depth: int = 0, *, body: bool = True) -> Symbol:
     """A dotted name: the longest prefix that is a module, then names resolved through re-exports,
     then class members."""
     parts = qualname.split(".")
@@ -97,7 +103,7 @@ def find_symbol(resolver: Resolver, qualname: str, depth: int = 0) -> Symbol:
     if target.kind == "module" and target.defining_file and rest and depth < 4:
         # reached a submodule through a re-export (`from . import x`): continue from its own name
         module = resolver.namer.module_of(target.defining_file)[0]
-        inner = find_symbol(resolver, ".".join([module, *rest]), depth + 1)
+        inner = find_symbol(resolver, ".".join([module, *rest]), depth + 1, body=body)
         inner.chain = target.chain + [p for p in inner.chain if p not in target.chain]
         return inner
     node = target.node
@@ -111,7 +117,10 @@ def find_symbol(resolver: Resolver, qualname: str, depth: int = 0) -> Symbol:
             return Symbol(False, target.defining_file, chain=target.chain, reason="not_defined")
     kind, sig, decorators = describe(node, in_class=in_class)
     line = getattr(node, "lineno", None) if rest else target.line
-    return Symbol(True, target.defining_file, line, kind or target.kind, sig, decorators, target.chain)
+    if not rest and isinstance(target.node, _DEFS):
+        node = target.node
+    return Symbol(True, target.defining_file, line, kind or target.kind, sig, decorators, target.chain,
+                  shape=shape(node), body_hash=code_hash(node) if body and isinstance(node, _FUNCS) else None)
 
 
 def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
@@ -145,6 +154,11 @@ _SYMBOL_PROPS: dict[str, Any] = {
                                                                           "definition (re-exports)."},
     "reason": {"type": ["string", "null"], "description": "Why not found: no_module, not_defined, cycle, "
                                                          "depth_limit, parse_error."},
+    "shape": {"type": ["string", "null"], "description": "A function's parameters without annotations "
+                                                        "(`(self, x, y=1, *, z, **kw)`); null otherwise."},
+    "body_hash": {"type": ["string", "null"], "description": "16 hex of sha256 over a function's or method's AST "
+                                                            "without docstrings (comments and layout never count); "
+                                                            "null for a class or anything else."},
 }
 _ROW = object_schema("One symbol.", {
     "name": {"type": "string", "description": "Qualified name (`pkg.mod.Class.method`)."},
@@ -155,6 +169,8 @@ _ROW = object_schema("One symbol.", {
                                          "compare_rev."},
     "removed": {"type": ["boolean", "null"], "description": "Found at rev, not at compare_rev; null without "
                                                            "compare_rev."},
+    "body_changed": {"type": ["boolean", "null"], "description": "Found at both revisions with different "
+                                                                "body_hash; null without compare_rev."},
 })
 _NAMES = {"type": "array", "items": {"type": "string"}}
 
@@ -185,6 +201,9 @@ PARAMS_SCHEMA: Mapping[str, Any] = {
         "symbols": {"type": "array", "items": {"type": "string", "minLength": 1},
                     "description": "Qualified names, e.g. vllm.v1.engine.core.EngineCoreProc.run_engine_core."},
         "files": schema_list("Files (globs relative to path) whose every class, function and method is listed."),
+        "bodies": {"type": "array", "items": {"type": "string"},
+                   "description": "The names of `symbols` whose body_hash to compute (default: all); hashing "
+                                  "large methods costs, and names only looked up need none."},
         "source_roots": SOURCE_ROOTS,
     },
 }
@@ -214,10 +233,12 @@ class SymbolsProbe:
             cache: dict[str, ModuleInfo] = {}
             here = Resolver(tree, roots, cache)
             there = Resolver(compare, roots, cache) if compare is not None else None
-            rows = [{"name": name, **find_symbol(here, name).as_fact()} for name in params.get("symbols") or []]
+            bodies = set(params["bodies"]) if "bodies" in params else None
+            rows = [{"name": name, **find_symbol(here, name, body=bodies is None or name in bodies).as_fact()}
+                    for name in params.get("symbols") or []]
             rows += _file_rows(here, as_list(params.get("files")))
             for row in rows:
-                _compare(row, there)
+                _compare(row, there, bodies)
             value = {
                 "path": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
                 "compare_rev": compare.rev if compare else None, "compare_sha": compare.rev_sha if compare else None,
@@ -249,19 +270,21 @@ def _file_rows(resolver: Resolver, globs: list[str]) -> list[dict[str, Any]]:
         info = resolver.info(path)
         for name, node, in_class in defined_in(info):
             kind, sig, decorators = describe(node, in_class=in_class)
+            body = code_hash(node) if isinstance(node, _FUNCS) else None
             rows.append({"name": name, **Symbol(True, path, getattr(node, "lineno", None), kind, sig, decorators,
-                                                [path]).as_fact()})
+                                                [path], shape=shape(node), body_hash=body).as_fact()})
     return rows
 
 
-def _compare(row: dict[str, Any], there: Resolver | None) -> None:
+def _compare(row: dict[str, Any], there: Resolver | None, bodies: set[str] | None = None) -> None:
     if there is None:
-        row.update(signature_changed=None, removed=None)
+        row.update(signature_changed=None, removed=None, body_changed=None)
         return
-    later = find_symbol(there, row["name"])
+    later = find_symbol(there, row["name"], body=bodies is None or row["name"] in bodies)
     row["compare"] = later.as_fact()
     row["removed"] = row["found"] and not later.found
     row["signature_changed"] = row["found"] and later.found and row["signature"] != later.signature
+    row["body_changed"] = row["found"] and later.found and row["body_hash"] != later.body_hash
 
 
 def _by_name(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

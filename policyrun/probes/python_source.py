@@ -6,6 +6,7 @@ from typing import Any
 
 from policyrun.probes.pyconstants import ConstantsProbe
 from policyrun.probes.pyimports import ImportsProbe
+from policyrun.probes.pypatches import PatchesProbe
 from policyrun.probes.pysymbols import SymbolsProbe
 
-PROBES: list[Any] = [ImportsProbe(), SymbolsProbe(), ConstantsProbe()]
+PROBES: list[Any] = [ImportsProbe(), SymbolsProbe(), ConstantsProbe(), PatchesProbe()]

@@ -19,6 +19,7 @@ import yaml
 from tests.real.conftest import git
 from tests.real.upgrade import (
     CORPUS_SHAS,
+    SYMBOL_ROWS,
     DOC_FILES,
     Upgrade,
     build_upgrade,
@@ -156,15 +157,28 @@ def sed_only(afd_repo: Path, vllm_repo: Path, upgraded_afd: Upgrade, tmp_path_fa
                    accuracy=upgraded_afd.accuracy)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 items 1, 2 and 9 (patches found by behaviour, signatures and "
-                   "copied bodies rechecked at the target) are what refuse a sed-only upgrade; until they land, "
-                   "IMPLEMENT_ATOMIC_ADAPTATIONS passes it")
 def test_sed_only_upgrade_does_not_pass_implementation(sed_only: Upgrade, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     trace = evaluate_upgrade(sed_only, "implementation", tmp_path / "out", monkeypatch)
     assert statuses(trace)["FREEZE_IDENTITY"] == "PASS", _why(trace)
-    assert statuses(trace)["IMPLEMENT_ATOMIC_ADAPTATIONS"] in ("FAIL", "BLOCKED"), _why(trace)
+    assert statuses(trace)["IMPLEMENT_ATOMIC_ADAPTATIONS"] == "FAIL", _why(trace)
     assert trace["verdict"]["id"] != "implemented_gpu_unverified"
+    found = checks(trace, "IMPLEMENT_ATOMIC_ADAPTATIONS")
+    # the copies of EngineCore methods patch 0002 ports, and the model-runner override of 0005
+    unported = found["changed_bodies_ported"]["message"]
+    for name in ("vllm.v1.engine.core.EngineCore.__init__", "vllm.v1.engine.core.EngineCoreProc.run_busy_loop",
+                 "vllm.v1.engine.core.EngineCore._initialize_kv_caches",
+                 "vllm.v1.worker.gpu_model_runner.GPUModelRunner._dummy_run"):
+        assert name in unported
+    assert "afd_plugin/compat/patches/engine_core.py:628" in unported
+    # patch 0003's signature, with both signatures named
+    mismatch = found["replacements_match_target"]["message"]
+    assert "afd_plugin/compat/patches/async_dp_engine.py:394 launch_core_engines(vllm_config, executor_class, " \
+        "log_stats, addresses, num_api_servers=1) does not match vllm.v1.engine.utils.launch_core_engines(" in mismatch
+    # patch 0004's rename, used through `fused_moe.FusedMoE`
+    gone = found["upstream_names_present"]["message"]
+    assert "vllm.model_executor.layers.fused_moe.FusedMoE used at afd_plugin/model_executor/models/deepseek_v2.py:" \
+        in gone and "is gone at v0.27.0" in gone
 
 
 def test_sed_only_upgrade_reaches_the_implementation_gate(sed_only: Upgrade, tmp_path: Path,
@@ -179,7 +193,11 @@ def test_attestations_keep_their_rows(upgraded_afd: Upgrade, corpus: Path) -> No
     """Only the SHAs were rewritten: every row and stage of the corpus's attestations is kept."""
     source = corpus / "afd-plugin-upgrade-0.27.0" / "evidence"
     arch = rewrite_attestation(source / "architecture.yaml", upgraded_afd.shas)
-    assert yaml.safe_load((upgraded_afd.evidence / "architecture.yaml").read_text()) == arch
+    written = yaml.safe_load((upgraded_afd.evidence / "architecture.yaml").read_text())
+    # completed with the symbol-level rows (issue 18 items 2 and 9) after the corpus's own
+    assert written["rows"][:len(arch["rows"])] == arch["rows"]
+    assert [r["upstream"] for r in written["rows"][len(arch["rows"]):]] == SYMBOL_ROWS
+    assert {k: v for k, v in written.items() if k != "rows"} == {k: v for k, v in arch.items() if k != "rows"}
     plan = yaml.safe_load((upgraded_afd.evidence / "plan.yaml").read_text())
     assert [s["id"] for s in plan["stages"]][:-1] == [
         s["id"] for s in rewrite_attestation(source / "plan.yaml", upgraded_afd.shas)["stages"]]

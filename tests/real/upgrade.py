@@ -190,6 +190,83 @@ def stamp_commit(src: Path, dest: Path, sha: str | None, *, how: str = "property
     return dest
 
 
+# Impact rows the corpus's attestations predate (issue 18 items 2 and 9): upstream symbols the plugin
+# patches or overrides whose body changed, and the upstream name the plugin used through a module
+# attribute that v0.27.0 removed. Each is classified like the file it lives in and staged where that
+# file is; the bodies the upgrade did not port were reviewed against the target (their hash).
+SYMBOL_ROWS = [
+    "vllm.config.vllm.VllmConfig.__post_init__",
+    "vllm.engine.arg_utils.EngineArgs.create_engine_config",
+    "vllm.model_executor.models.deepseek_v2.DeepseekV2MoE.__init__",
+    "vllm.model_executor.models.deepseek_v2.DeepseekV2Model.forward",
+    "vllm.v1.engine.core.DPEngineCoreProc.run_busy_loop",
+    "vllm.v1.engine.core.EngineCore.__init__",
+    "vllm.v1.engine.core.EngineCore._initialize_kv_caches",
+    "vllm.v1.engine.core.EngineCoreProc.run_busy_loop",
+    "vllm.v1.engine.core_client.launch_core_engines",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner.__init__",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner._build_attention_metadata",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner._dummy_run",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner._warmup_and_capture",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner.execute_model",
+    "vllm.v1.worker.gpu_worker.Worker.__init__",
+    "vllm.v1.worker.gpu_worker.Worker.compile_or_warm_up_model",
+    "vllm.model_executor.layers.fused_moe.FusedMoE",
+]
+# Bodies the upgrade did not port (its overrides call super() or wrap the original and pass the real
+# 0.27.0 unit run): the completed attestation records their review against the target body.
+REVIEWED_BODIES = [
+    "vllm.config.vllm.VllmConfig.__post_init__",
+    "vllm.engine.arg_utils.EngineArgs.create_engine_config",
+    "vllm.model_executor.models.deepseek_v2.DeepseekV2MoE.__init__",
+    "vllm.model_executor.models.deepseek_v2.DeepseekV2Model.forward",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner.__init__",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner._build_attention_metadata",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner.execute_model",
+    "vllm.v1.worker.gpu_worker.Worker.__init__",
+    "vllm.v1.worker.gpu_worker.Worker.compile_or_warm_up_model",
+]
+# Patch 0004 follows the rename.
+REPLACEMENTS = {"vllm.model_executor.layers.fused_moe.FusedMoE": "vllm.model_executor.layers.fused_moe.FusedMoEFactory"}
+
+
+def upstream_file(vllm: Path, name: str, rev: str = "v0.26.0") -> tuple[str, list[str]]:
+    """(the file defining the longest module prefix of `name`, the rest of the name)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        for path in ("/".join(parts[:cut]) + ".py", "/".join(parts[:cut]) + "/__init__.py"):
+            if _git("ls-tree", "--name-only", rev, path, cwd=vllm).strip():
+                return path, parts[cut:]
+    raise AssertionError(name)
+
+
+def target_body_hash(vllm: Path, name: str) -> str:
+    """The target's body hash of `name` (policyrun's hash: its AST without docstrings)."""
+    import ast
+
+    from policyrun.probes.pyshape import code_hash
+    path, rest = upstream_file(vllm, name, "v0.27.0")
+    node: Any = ast.parse(_git("show", f"v0.27.0:{path}", cwd=vllm))
+    for attr in rest:
+        node = next(n for n in node.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == attr)
+    return str(code_hash(node))
+
+
+def complete_symbol_rows(architecture: dict[str, Any], plan: dict[str, Any], vllm: Path) -> None:
+    by_file = {r["upstream"]: r for r in architecture["rows"]}
+    for name in SYMBOL_ROWS:
+        path, _ = upstream_file(vllm, name)
+        row = {"upstream": name, "classification": by_file[path]["classification"],
+               "invariant": f"symbol-level row of {path}: " + by_file[path]["invariant"]}
+        if name in REPLACEMENTS:
+            row["replacement"] = REPLACEMENTS[name]
+        if name in REVIEWED_BODIES:
+            row["reviewed_body"] = target_body_hash(vllm, name)
+        architecture["rows"].append(row)
+        stage = next(s for s in plan["stages"] if path in s["upstream"])
+        stage["upstream"].append(name)
+
+
 def gpu_evidence(up_dir: Path, head: str) -> tuple[Path, Path]:
     """Passing E2E and accuracy results for `head` (examples/final-pass's, re-addressed)."""
     example = ROOT / "examples" / "final-pass" / "evidence"
@@ -217,9 +294,10 @@ def build_upgrade(afd_repo: Path, vllm_repo: Path, corpus: Path, dest: Path) -> 
     commits = _git("rev-list", "--reverse", f"{base}..HEAD", cwd=repo).split()
     evidence = dest / "evidence"
     evidence.mkdir()
-    (evidence / "architecture.yaml").write_text(yaml.safe_dump(
-        rewrite_attestation(source / "evidence" / "architecture.yaml", shas), sort_keys=False))
+    architecture = rewrite_attestation(source / "evidence" / "architecture.yaml", shas)
     plan = rewrite_attestation(source / "evidence" / "plan.yaml", shas)
+    complete_symbol_rows(architecture, plan, vllm_repo)
+    (evidence / "architecture.yaml").write_text(yaml.safe_dump(architecture, sort_keys=False))
     # The corpus plan defers the claims "until the GPU gates pass"; the documentation commit is that
     # deferred stage, so the plan names it (as the skill's plan does for documentation impact).
     plan["stages"].append({"id": "s7-documentation", "upstream": ["vllm v0.27.0 release identity (support claims)"],
