@@ -168,7 +168,7 @@ def compile_expr(source: str) -> Compiled:
                                            and r.test_only))
 
 
-_STATUS_FUNCTIONS = ("failed", "error_code")
+_STATUS_FUNCTIONS = ("failed", "error_code", "error_message")
 _FACT_ARG = re.compile(r"facts\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*(['\"])([^'\"\\]*)\2\s*\])")
 
 

@@ -123,6 +123,10 @@ class fact_status_of(Mapping[str, "str | None"]):
         error = self.facts[pid].error
         return error.code if error is not None else None
 
+    def message(self, pid: str) -> str | None:  # error_message() (policyrun.functions.factstatus)
+        error = self.facts[pid].error
+        return error.message if error is not None else None
+
     def __iter__(self) -> Any:
         return iter(self.facts)
 

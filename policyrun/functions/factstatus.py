@@ -1,4 +1,4 @@
-"""`failed(facts.x)` and `error_code(facts.x)`: a failed probe as a value.
+"""`failed(facts.x)`, `error_code(facts.x)` and `error_message(facts.x)`: a failed probe as a value.
 
 A check that reads a failed fact is UNKNOWN (fail closed). Sometimes the failure itself is the
 fact a policy needs ("no NVML means no NVIDIA GPU"): these two functions ask whether a probe's
@@ -45,3 +45,18 @@ def failed(probe: str) -> bool:
 def error_code(probe: str) -> str | None:
     """The failed probe's error code (`not_collected` when it did not run); null when it succeeded."""
     return _status.get(_probe_id(probe), NOT_COLLECTED)
+
+
+def error_message(probe: str) -> str | None:
+    """The failed probe's error message (what a failed `command` exited with and its stderr tail);
+    null when it succeeded. The status map installed by an evaluation answers `message(pid)`
+    (policyrun.interpreter.fact_status_of); one without messages (collection's own) answers the
+    code, so a message quoting it still says something true."""
+    code = error_code(probe)
+    if code is None:
+        return None
+    if code == NOT_COLLECTED and probe not in _status:
+        return "the probe was not collected in this evaluation"
+    message = getattr(_status, "message", None)
+    text = message(probe) if callable(message) else None
+    return text if isinstance(text, str) else code

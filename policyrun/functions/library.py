@@ -227,6 +227,11 @@ LIBRARY: tuple[Function, ...] = (
              "A probe's error code (`nvml.library_not_found`, `refused.permission`, `not_collected` when "
              "it did not run), or null when its fact was collected: `error_code(facts.gpu)`.",
              "O(1)", "error_code('gpu') == 'not_collected'", True, _CONTROL),
+    Function("error_message", (sig("probe: string -> dyn"),), factstatus.error_message,
+             "A failed probe's error message, or null when its fact was collected: "
+             "`error_message(facts.pip_outdated)` quotes how a `command` ended (exit status, signal or "
+             "timeout) and the tail of its stderr.",
+             "O(1)", "error_message('gpu')", "the probe was not collected in this evaluation", _CONTROL),
     Function("unknown", (sig("reason: string -> dyn"),), unknown,
              "Never returns: the check that evaluates it is UNKNOWN with this reason (never true, never "
              "an evaluation error). Its type is dyn, so it fits where a bool is expected.",
