@@ -611,6 +611,9 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "constants": ("python.constants", {"root": p, "names": ["TARGET"]}),
         "claims": ("docs.claims", {"root": p}),
         "markers": ("markers", {"root": p}),
+        "doc_rev": ("file.read", {"path": f"{p}/a.txt", "format": "yaml", "rev": "v1"}),
+        "pins_rev": ("pins.package", {"root": p, "package": "vllm", "files": ["requirements*.txt"], "rev": "v1"}),
+        "const_rev": ("pins.constant", {"file": f"{p}/src/mod.py", "name": "TARGET", "rev": "v1"}),
     }
     return {pid: {"uses": kind, "with": params} for pid, (kind, params) in probes.items()}
 
