@@ -20,6 +20,7 @@ import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from policyrun.checks import ExprSite
 from policyrun.errors import Finding, FindingSink
 from policyrun.rulebook import LoadedRulebook
 from policyrun.yamlsource import NodePath
@@ -30,8 +31,8 @@ OUTCOME_FIELDS = frozenset({"ok", "exit_code", "timed_out", "signal"})
 
 @dataclass
 class _Unit:
-    output: dict[str, tuple[object, str]] = field(default_factory=dict)  # pid → (site, read) of stdout/stderr
-    outcome: dict[str, tuple[object, str]] = field(default_factory=dict)  # pid → (site, read) of ok/exit_code
+    output: dict[str, tuple[ExprSite, str]] = field(default_factory=dict)  # pid → (site, read) of stdout/stderr
+    outcome: dict[str, tuple[ExprSite, str]] = field(default_factory=dict)  # pid → (site, read) of ok/exit_code
     status: set[str] = field(default_factory=set)  # pids asked about with failed()/error_code()/...
 
 
@@ -40,7 +41,7 @@ def _unit_key(path: NodePath) -> NodePath:
 
 
 def command_read_findings(rb: LoadedRulebook) -> list[Finding]:
-    from policyrun.checks import ExprSite, _ref, expression_sites
+    from policyrun.checks import _ref, expression_sites
     from policyrun.expr import ExprError, compile_condition, compile_expr
 
     commands = {pid: "ok_exit_codes" in spec.with_ for pid, spec in rb.model.probes.items() if spec.uses == "command"}
@@ -68,7 +69,6 @@ def command_read_findings(rb: LoadedRulebook) -> list[Finding]:
     for unit in units.values():
         for pid, (site, read) in sorted(unit.output.items()):
             if commands[pid] and pid not in unit.outcome and pid not in unit.status:
-                assert isinstance(site, ExprSite)
                 _ref(rb, sink, site, read, "L031",
                      f"reads {read} without asking how the run ended: probe {pid!r} lists ok_exit_codes, so a "
                      f"failed run is a fact too and its output is no answer; also test facts.{pid}.ok (e.g. "
@@ -76,7 +76,6 @@ def command_read_findings(rb: LoadedRulebook) -> list[Finding]:
                 _severity(sink)
         for pid, (site, read) in sorted(unit.outcome.items()):
             if not commands[pid] and pid not in unit.status:
-                assert isinstance(site, ExprSite)
                 _ref(rb, sink, site, read, "L032",
                      f"reads {read}, but probe {pid!r} lists no ok_exit_codes: a run that does not exit 0 fails "
                      "the fact (the command probe fails closed), so this is missing, not false, when the program "

@@ -600,6 +600,7 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "tag": ("git.resolve", {"path": p, "ref": "v1"}),
         "anc": ("git.ancestry", {"path": p, "ancestor": "v1", "descendant": "HEAD"}),
         "diff": ("git.diff", {"path": p, "base": "v1", "head": "HEAD"}),
+        "wtdiff": ("git.worktree_diff", {"path": p}),
         "log": ("git.log", {"path": p, "head": "HEAD"}),
         "show": ("git.show", {"path": p, "file": "a.txt"}),
         "wts": ("git.worktrees", {"path": p}),

@@ -13,7 +13,7 @@ from policyrun.probes.base import Probe
 # this list is cheap enough for `policyrun lint`.
 BUILTIN_MODULES = (
     "policyrun.probes.const",
-    "policyrun.probes.git",
+    "policyrun.probes.git", "policyrun.probes.worktreediff",
     "policyrun.probes.search",
     "policyrun.probes.markers", "policyrun.probes.claims",
     "policyrun.probes.pins",
