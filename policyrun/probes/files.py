@@ -106,7 +106,7 @@ def load_document(path: Path, fmt: str, shown: str, data: bytes | None = None) -
         raise ProbeError("file.parse_error", f"{shown}: not UTF-8 text") from None
     if fmt == "yaml":
         try:
-            doc, smap = load_yaml_text(text, shown)
+            doc, smap = load_yaml_text(text, shown, data=True)
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
         bad = _non_finite(doc)
@@ -124,7 +124,7 @@ def load_document(path: Path, fmt: str, shown: str, data: bytes | None = None) -
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
         try:  # JSON is (almost always) YAML: borrow the YAML loader's positions for error locations
-            return doc, load_yaml_text(text, shown)[1], data
+            return doc, load_yaml_text(text, shown, data=True)[1], data
         except PolicyrunError:
             return doc, None, data
     import tomllib
