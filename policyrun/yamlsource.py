@@ -54,6 +54,7 @@ class SourceMap:
     values: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
     keys: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
     styles: dict[NodePath, str | None] = field(default_factory=dict)  # scalar style: None, "'", '"', "|", ">"
+    ends: dict[NodePath, int] = field(default_factory=dict)  # a scalar's last line (1-based)
     text: str = ""
 
     def locate_in_scalar(self, path: NodePath, line: int, column: int) -> Location:
@@ -142,6 +143,8 @@ class _Builder:
         self.smap.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, ScalarNode):
             self.smap.styles[path] = node.style
+            # The end mark is just past the scalar: at column 0 of the next line after a block scalar.
+            self.smap.ends[path] = node.end_mark.line + (0 if node.end_mark.column == 0 else 1)
             if node.tag == _TIMESTAMP:
                 return node.value  # keep dates as written; policy compares strings
             if node.tag not in _PLAIN_TAGS:

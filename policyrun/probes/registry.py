@@ -17,7 +17,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.search",
     "policyrun.probes.markers", "policyrun.probes.claims",
     "policyrun.probes.pins",
-    "policyrun.probes.files",
+    "policyrun.probes.files", "policyrun.probes.workflows",
     "policyrun.probes.gpu",
     "policyrun.probes.python_stack",
     "policyrun.probes.python_source",
