@@ -155,7 +155,8 @@ def test_command_fails_closed_without_ok_exit_codes(tmp_path: Path, monkeypatch:
     prog = _exe(tmp_path / "pip", "echo 'ERROR: SSL: CERTIFICATE_VERIFY_FAILED tok-0123456789abcdef' >&2\nexit 2\n")
     err = _error(CommandProbe(), tmp_path, {"argv": [str(prog), "list", "--outdated"]})
     assert err.code == "command.exit_status"
-    assert err.message.startswith(f"{prog} list --outdated exited 2; stderr ends: ERROR: SSL: CERTIFICATE_VERIFY_FAILED")
+    assert err.message.startswith(f"{prog} list --outdated exited 2; stderr ends: ERROR: SSL: "
+                                  "CERTIFICATE_VERIFY_FAILED")
     assert "tok-0123456789abcdef" not in err.message and "***" in err.message  # masked like the fact
     assert "ok_exit_codes" in err.message and err.commands == [f"{prog} list --outdated"]
     long = _exe(tmp_path / "long", "yes x | head -c 5000 >&2\nexit 1\n")

@@ -42,8 +42,8 @@ def test_file_read_at_a_revision(repo: GitRepo) -> None:
     assert then.sources == [f"{repo.path.resolve()}/conf/settings.yaml@{repo.sha('base')}"]
     assert any("cat-file" in c for c in then.commands) and then.repo_path == str(repo.path.resolve())
     # A file deleted from the working tree is still there at the revision.
-    assert run_probe("file.read", {"path": "uv.lock", "format": "toml", "rev": "base"}, repo.path).value["package"][0]["version"] \
-        == "0.26.0"
+    lock = run_probe("file.read", {"path": "uv.lock", "format": "toml", "rev": "base"}, repo.path).value
+    assert lock["package"][0]["version"] == "0.26.0"
 
 
 def test_file_read_at_a_revision_errors(repo: GitRepo, tmp_path: Path) -> None:

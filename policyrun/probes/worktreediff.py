@@ -42,7 +42,8 @@ _SIDE = _prop("object", "One side of the change, in the same shape as the top le
                           "totals": _prop("object", "As git.diff's totals."),
                           "changed_paths": PATHS, "added_paths": PATHS, "deleted_paths": PATHS,
                           "modified_paths": PATHS,
-                          "renamed": _prop("object", "Old path → new path.", additionalProperties={"type": "string"})})
+                          "renamed": _prop("object", "Old path → new path.",
+                                           additionalProperties={"type": "string"})})
 
 
 def _raw(out: bytes) -> list[dict[str, Any]]:
