@@ -70,3 +70,14 @@ def test_results_files_are_data_too(tmp_path: Path) -> None:
     (tmp_path / "bench.yaml").write_text("on: nightly\nwarm: yes\nthroughput: 1e3\n")
     value = ResultsProbe().run({"path": "bench.yaml"}, ProbeContext(base_dir=tmp_path, timeout_s=10)).value
     assert value is not None and "nightly" in str(value) and "True" not in str(value)
+
+
+def test_attestations_are_data_too(tmp_path: Path) -> None:
+    from policyrun.probes.files import AttestationProbe
+
+    (tmp_path / "review.yaml").write_text("approved: yes\non: 2026-12-01\n")
+    schema = {"type": "object", "required": ["approved", "on"],
+              "properties": {"approved": {"type": "string"}, "on": {"type": "string"}}}
+    value = AttestationProbe().run({"path": "review.yaml", "schema": schema},
+                                   ProbeContext(base_dir=tmp_path, timeout_s=10)).value
+    assert value["document"] == {"approved": "yes", "on": "2026-12-01"}
