@@ -303,7 +303,8 @@ def _run_captured(exe: str, argv: list[str], *, cwd: str, env: Mapping[str, str]
 class CommandProbe:
     kind = "command"
     summary = ("Run a program (argv list, no shell) in an empty directory with an allow-listed environment: exit code, "
-               "signal, timeout, head and tail of stdout and stderr. Side effect exec.")
+               "signal, timeout, head and tail of stdout and stderr; a run that does not exit 0 fails the fact unless "
+               "ok_exit_codes is listed. Side effect exec (and network, with network: true).")
     params_schema: Mapping[str, Any] = _COMMAND_PARAMS
     fact_schema: Mapping[str, Any] = _COMMAND_FACT
 
