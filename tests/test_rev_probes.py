@@ -113,3 +113,13 @@ def test_glob_match_is_pathlibs(rel: str, pattern: str, expected: bool, tmp_path
     (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / rel).write_text("")
     assert (tmp_path / rel in set(tmp_path.glob(pattern))) is expected  # what the working tree finds
+
+
+def test_a_large_lock_file_at_a_revision_is_read_like_on_disk(repo: GitRepo) -> None:
+    # Python sources at a revision are capped at 1 MiB; a lock file gets the document limit.
+    filler = "".join(f'[[package]]\nname = "pkg{i}"\nversion = "1.0.{i}"\n\n' for i in range(40_000))
+    repo.write("uv.lock", filler + '[[package]]\nname = "vllm"\nversion = "0.26.0"\n')
+    repo.commit("big lock")
+    assert (repo.path / "uv.lock").stat().st_size > 1024 * 1024
+    v = run_probe("pins.package", {"package": "vllm", "rev": "HEAD", "files": ["uv.lock"]}, repo.path).value
+    assert v["distinct"] == ["0.26.0"]

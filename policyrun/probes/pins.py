@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.files import read_file
+from policyrun.probes.files import DOCUMENT_BYTES, read_file
 from policyrun.probes.git import rev_param
 
 DEFAULT_FILES = ("pyproject.toml", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
@@ -252,10 +252,14 @@ class PackagePinsProbe:
                 if reader is None:
                     raise ProbeError("params.invalid", f"{rel}: not a pyproject.toml, requirements (*.txt, *.in) "
                                                        "or lock file; narrow the files globs")
-                data = tree.read(rel)
-                if isinstance(data, int):
-                    raise ProbeError("file.too_large", f"{rel} at {params['rev']} is {data} bytes, over the limit "
-                                                       "for files policyrun parses")
+                # The tree's own read() caps Python sources at 1 MiB; a lock file gets the 16 MiB every
+                # document probe allows, refused from its size in the listing before it is read.
+                size = tree.sizes.get(rel, 0)
+                if size > DOCUMENT_BYTES:
+                    raise ProbeError("file.too_large", f"{rel} at {params['rev']} is {size} bytes, over the "
+                                                       f"{DOCUMENT_BYTES}-byte limit for files policyrun parses")
+                assert tree.reader is not None  # a revision is read through git cat-file
+                data = tree.reader.read(tree.blobs[rel])
                 if data is None:
                     raise ProbeError("file.unreadable", f"{rel} at {params['rev']} cannot be read")
                 try:
@@ -327,7 +331,6 @@ class ConstantProbe:
         rev = params.get("rev")
         at = None
         if rev is not None:
-            from policyrun.probes.files import DOCUMENT_BYTES
             from policyrun.probes.revfiles import read_file_at
 
             at = read_file_at(params["file"], rev, ctx, limit=DOCUMENT_BYTES, param="file")
