@@ -392,6 +392,22 @@ def test_worktree_diff_ignores_a_new_mtime_and_never_hashes_a_link(repo: GitRepo
                    run_probe("git.worktree_diff", {"path": str(repo.path)}, repo.path).commands)  # plumbing only
 
 
+def test_worktree_diff_does_not_trust_index_flags(repo: GitRepo) -> None:
+    # A repository under audit can flag entries so that git never compares them with the disk.
+    repo.git("update-index", "--assume-unchanged", "README.md")
+    repo.git("update-index", "--skip-worktree", "src/keep.py")
+    repo.write("README.md", "# edited under an assume-unchanged flag\n")
+    repo.write("src/keep.py", "TARGET_VLLM_VERSION = '9.9.9'\n")
+    assert repo.git("diff", "--name-only") == ""  # git itself shows nothing
+    v = value("git.worktree_diff", repo)
+    assert v["unstaged"]["changed_paths"] == ["README.md", "src/keep.py"] and v["clean"] is False
+    assert v["changed_paths"] == ["README.md", "src/keep.py"]
+    assert all(f["added"] is None for f in v["unstaged"]["files"])  # hashed, not diffed: counts unknown
+    repo.write("README.md", "# demo\n\nvllm==0.7.0 is the current pin\nnew line\n")  # back as committed
+    (repo.path / "src" / "keep.py").unlink()  # a skip-worktree file absent from disk: sparse, not a change
+    assert value("git.worktree_diff", repo)["clean"] is True
+
+
 # --- read-only ----------------------------------------------------------------------------------
 
 def _make_index_stale(repo: GitRepo) -> None:

@@ -3,22 +3,23 @@
 What `git diff BASE` and `git status` show, as a fact: every change from `base` (default HEAD) to
 the files on disk, split into staged (`base` → index) and unstaged (index → working tree), with
 line counts and renames, plus the untracked files. Read-only like every git probe: only plumbing
-that never writes the index runs (`diff-index`, `diff-files`, `ls-files`, `hash-object` without
-`-w`). Porcelain `git diff` would refresh a stale index and rewrite `.git/index` even under
-GIT_OPTIONAL_LOCKS=0; plumbing instead reports a file whose mtime changed but whose content did
-not as modified ("stat-dirty"), so each such candidate's content is hashed (`git hash-object`, the
-repository's filter drivers neutralised) and dropped when it equals the other side.
+that never writes the index runs (`diff-index`, `diff-files`, `ls-files`). Porcelain `git diff`
+would refresh a stale index and rewrite `.git/index` even under GIT_OPTIONAL_LOCKS=0; plumbing
+instead reports a file whose mtime changed but whose content did not as modified ("stat-dirty"),
+so such a candidate is dropped when git's numstat saw no change or its bytes hash to the other
+side's blob. Index flags (assume-unchanged, skip-worktree) are not trusted, as in git.repo.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from typing import Any
 
+from policyrun.probes.bounded import display_path
 from policyrun.probes.git import (
     _DIFF_FILE,
+    _matches_index,
     PATHS,
     SHA,
     GitProbe,
@@ -32,8 +33,6 @@ from policyrun.probes.git import (
 )
 
 _NULL_SHA = "0" * 40
-_REGULAR = ("100644", "100755")
-MAX_HASHED_BYTES = 64 * 1024 * 1024
 _DIFF_ARGS = ["-z", "--no-abbrev", "--no-ext-diff", "--no-textconv", "--no-color"]
 
 _SIDE = _prop("object", "One side of the change, in the same shape as the top level: files, totals, changed_paths, "
@@ -79,17 +78,26 @@ def _numstat(out: bytes) -> dict[str, tuple[int | None, int | None]]:
     return stats
 
 
-def _hashable(repo: GitRepo, path: str) -> bool:
-    """Whether a working-tree file may be hashed: a regular file (never a link to /dev/zero or a
-    FIFO a hostile repository planted), of a bounded size, whose name survives the one-per-line
-    list hash-object reads. Anything else stays reported as modified: the cautious answer."""
-    if "\n" in path or "\\" in path:
-        return False
-    try:
-        st = os.lstat(repo.root / path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED_BYTES
+def _flagged_changes(repo: GitRepo, paths: list[str]) -> list[dict[str, Any]]:
+    """Index entries flagged assume-unchanged or skip-worktree, which diff-files never compares,
+    whose file on disk differs from the index (as git.repo decides: a sparse-checkout file absent
+    from disk is not a change). Line counts are unknown: git was not asked to diff them."""
+    out: list[dict[str, Any]] = []
+    entries = repo.run(["ls-files", "-z", "--stage", "-v", "--full-name", "--", *paths]).stdout
+    for record in entries.split(b"\0"):
+        meta, _, raw_path = record.partition(b"\t")
+        if not record or len(meta.split(b" ")) != 4:
+            continue
+        tag, mode, oid, _stage = meta.decode("ascii", "replace").split(" ")
+        assume, skip = tag.islower(), tag.upper() == "S"
+        if mode == "160000" or not (assume or skip):
+            continue
+        if skip and not assume and not os.path.lexists(repo.root / os.fsdecode(raw_path)):
+            continue
+        if not _matches_index(repo, raw_path, mode, oid):
+            out.append({"status": "M", "path": display_path(raw_path), "old_path": None, "similarity": None,
+                        "added": None, "deleted": None, "binary": False})
+    return out
 
 
 def _diff(repo: GitRepo, args: list[str], paths: list[str]) -> tuple[list[dict[str, Any]], bool]:
@@ -98,24 +106,19 @@ def _diff(repo: GitRepo, args: list[str], paths: list[str]) -> tuple[list[dict[s
     stats = _numstat(repo.run([*args[:1], "--numstat", *_DIFF_ARGS, *args[1:], "--", *paths]).stdout)
     entries = _raw(raw.stdout)
     # A working-tree side git has not hashed (its sha printed as zeros) may be the same content
-    # with a new mtime: git's own numstat leaves it out when it compared the text; a binary file
-    # is hashed and compared.
+    # with a new mtime: git's own numstat leaves it out when it compared the text; anything else
+    # (a binary file) is hashed from disk the way git.repo checks flagged entries (raw bytes,
+    # never following a link, never opening a device) and dropped when it equals the other side.
     kept: list[dict[str, Any]] = []
-    suspects: list[dict[str, Any]] = []
     for e in entries:
         added, deleted = stats.get(e["path"], (0, 0))
         e.update(added=added, deleted=deleted, binary=added is None)
         stat_only = e["status"] == "M" and e["dst_sha"] == _NULL_SHA and e["src_mode"] == e["dst_mode"]
-        if stat_only and e["path"] not in stats:
+        # A name shown with escapes (`\\xNN`: not UTF-8) is not mapped back to bytes: it stays a change.
+        if stat_only and (e["path"] not in stats or ("\\" not in e["path"] and _matches_index(
+                repo, e["path"].encode("utf-8"), e["src_mode"], e["src_sha"]))):
             continue
-        if stat_only and e["src_mode"] in _REGULAR and e["binary"] and _hashable(repo, e["path"]):
-            suspects.append(e)
         kept.append(e)
-    if suspects:
-        listed = "".join(f"{e['path']}\n" for e in suspects).encode()
-        hashed = repo.run(["hash-object", "--stdin-paths"], stdin=listed).stdout.decode().split()
-        same = {id(e) for e, sha in zip(suspects, hashed, strict=True) if sha == e["src_sha"]}
-        kept = [e for e in kept if id(e) not in same]
     files = [{k: e[k] for k in ("status", "path", "old_path", "similarity", "added", "deleted", "binary")}
              for e in kept]
     return files, "rename detection was skipped" not in raw.stderr.decode(errors="replace")
@@ -154,6 +157,11 @@ class WorktreeDiffProbe(GitProbe):
         everything, complete = _diff(repo, ["diff-index", "-M", *limit, base_sha], paths)
         staged, _ = _diff(repo, ["diff-index", "--cached", "-M", *limit, base_sha], paths)
         unstaged, _ = _diff(repo, ["diff-files"], paths)
+        # diff-files and diff-index trust the index's assume-unchanged / skip-worktree flags, which
+        # a repository under audit sets itself: those entries are compared by hash instead.
+        flagged = [f for f in _flagged_changes(repo, paths) if f["path"] not in {u["path"] for u in unstaged}]
+        unstaged += flagged
+        everything += [f for f in flagged if f["path"] not in {e["path"] for e in everything}]
         untracked: list[str] = []
         if params.get("untracked", True):
             out = repo.run(["ls-files", "-z", "--others", "--exclude-standard", "--", *paths]).stdout
