@@ -85,6 +85,14 @@ class fact_status_of(Mapping[str, "str | None"]):
             return TAINTED
         return fact_code(self.facts, name)
 
+    def message(self, name: str) -> str | None:
+        """error_message() (policyrun.functions.factstatus): the failed fact's recorded message."""
+        if name in self.tainted:
+            return self.tainted[name]
+        fact = self.facts.get(name)
+        error = fact.error if fact is not None else None
+        return error.message if error is not None else None
+
     def __iter__(self) -> Any:
         return iter(self.facts)
 

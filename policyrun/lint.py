@@ -65,9 +65,11 @@ def lint_dependencies(rb: LoadedRulebook) -> list[Path]:
 
 
 def findings_for(rb: LoadedRulebook) -> list[Finding]:
+    from policyrun.commandlint import command_read_findings
     from policyrun.vacuous import vacuous_findings
 
-    return check_rulebook(rb) + _probe_findings(rb) + _type_findings(rb) + vacuous_findings(rb) + _template_findings(rb)
+    return (check_rulebook(rb) + _probe_findings(rb) + _type_findings(rb) + vacuous_findings(rb)
+            + command_read_findings(rb) + _template_findings(rb))
 
 
 def _type_findings(rb: LoadedRulebook) -> list[Finding]:

@@ -130,6 +130,14 @@ _TABLE = [
        "Every check of the phase that reads a test-results fact holds for a report with zero tests "
        "(`<testsuites/>`), so the gate passes when nothing ran. Require tests to have run: "
        "`&& facts.unit.totals.tests > 0`, or an evidence `facts.unit.totals.passed > 0`."),
+    _c("L031", "warning", "Reads a command's output without asking how the run ended",
+       "The `command` probe lists `ok_exit_codes`, so a failed run is a fact too and its `stdout` is no "
+       "answer. Also test `facts.x.ok` (in the check or its `applies_when`), or drop `ok_exit_codes` so a "
+       "failing run fails the fact."),
+    _c("L032", "warning", "Tests a fail-closed command's `ok` or exit code",
+       "Without `ok_exit_codes` a run that does not exit 0 fails the fact, so `facts.x.ok` is missing, not "
+       "false, when the program fails (a format-1 rulebook's behaviour changed: docs/migrating.md). Test "
+       "`failed(facts.x)` and quote `error_message(facts.x)`, or list `ok_exit_codes: [0]`."),
     _c("L040", "error", "A probe's `when` reads facts or derived values",
        "`when` is decided before collection, so it may read only `inputs`, `vars` and `mode`. To skip a check "
        "because of a fact, give the check an `applies_when`."),

@@ -9,10 +9,18 @@ position where they were written.
 
 Every YAML document policyrun reads goes through this module (rulebooks, inputs, test files,
 template context, `results` files): nothing calls `yaml.load` on its own.
+
+Two schemas. policyrun's own files (rulebooks, tests, inputs, waivers, template context) keep
+PyYAML's YAML 1.1 resolution, where `on`, `yes` and `no` are booleans, so an unquoted `on:` key is
+an error (Y002) the author fixes by quoting. Files policyrun does not own (`file.read`,
+`attestation`, `results`, CI workflows) are read with the YAML 1.2 core schema (`data=True`), as
+the tools that write them read them: `on:` and `yes` are strings, `0o17` is octal and `017`
+decimal, `1e3` a float, a date a string. The same bounds apply to both.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +54,7 @@ class SourceMap:
     values: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
     keys: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
     styles: dict[NodePath, str | None] = field(default_factory=dict)  # scalar style: None, "'", '"', "|", ">"
+    ends: dict[NodePath, int] = field(default_factory=dict)  # a scalar's last line (1-based)
     text: str = ""
 
     def locate_in_scalar(self, path: NodePath, line: int, column: int) -> Location:
@@ -134,6 +143,8 @@ class _Builder:
         self.smap.values.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, ScalarNode):
             self.smap.styles[path] = node.style
+            # The end mark is just past the scalar: at column 0 of the next line after a block scalar.
+            self.smap.ends[path] = node.end_mark.line + (0 if node.end_mark.column == 0 else 1)
             if node.tag == _TIMESTAMP:
                 return node.value  # keep dates as written; policy compares strings
             if node.tag not in _PLAIN_TAGS:
@@ -212,9 +223,40 @@ class _Builder:
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _Yaml12Loader(_Loader):  # type: ignore[valid-type,misc]
+    """The YAML 1.2 core schema (spec 1.2.2, 10.3.2) on PyYAML's loader: a fixed table of plain
+    scalar forms, so no second YAML library (and no second copy of the bounds above) is needed.
+    libyaml parses; resolution and construction are these Python tables."""
+
+    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+def _construct_int12(loader: Any, node: ScalarNode) -> int:
+    text = str(node.value)
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
+    if digits.startswith("0o"):
+        return sign * int(digits[2:], 8)
+    if digits.startswith("0x"):
+        return sign * int(digits[2:], 16)
+    return sign * int(digits, 10)  # `017` is seventeen in YAML 1.2, not octal
+
+
+for _tag, _regex, _first in (
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", list("-+.0123456789")),
+    ("tag:yaml.org,2002:merge", r"^<<$", ["<"]),
+):
+    _Yaml12Loader.add_implicit_resolver(_tag, re.compile(_regex), _first)
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
+
+
 def load_yaml_text(text: str, file: str, *, max_depth: int = MAX_DEPTH,
-                   max_nodes: int = MAX_NODES) -> tuple[Any, SourceMap]:
-    loader = _Loader(text)
+                   max_nodes: int = MAX_NODES, data: bool = False) -> tuple[Any, SourceMap]:
+    """`data`: a file policyrun does not own, read with the YAML 1.2 core schema (module docstring)."""
+    loader = (_Yaml12Loader if data else _Loader)(text)
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

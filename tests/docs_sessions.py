@@ -199,7 +199,7 @@ STEPS: dict[str, Callable[[Session, str], contextlib.AbstractContextManager[None
     "stale-mentions": _stale_mentions,
     "attestation-example": _attestation_example,
     "without-mcp": _without_mcp,
-    "typo-okay": _edit("facts.pytest_cli.ok\n", "facts.pytest_cli.okay\n"),
+    "typo-stdot": _edit("facts.pytest_cli.stdout.head.startsWith", "facts.pytest_cli.stdot.head.startsWith"),
     "no-exec": _edit("exec: true", "exec: false"),
     "forge-traces": _forge_traces,
     "demo-keys": _demo_keys,

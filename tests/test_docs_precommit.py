@@ -135,12 +135,12 @@ def test_the_readme_config_runs_the_hooks_with_pre_commit(tmp_path: Path) -> Non
     assert re.search(r"^policyrun test\.+Passed$", proc.stdout, re.M), proc.stdout
 
     rulebook = repo / "rulebooks" / "e2e-gate.yaml"
-    rulebook.write_text(rulebook.read_text().replace("facts.pytest_cli.ok\n", "facts.pytest_cli.okay\n"))
+    rulebook.write_text(rulebook.read_text().replace("facts.pytest_cli.stdout.head", "facts.pytest_cli.stdot.head"))
     _git(repo, "add", "-A")
     proc = _pre_commit(repo, tmp_path)
     assert proc.returncode == 1
     assert re.search(r"^policyrun lint\.+Failed$", proc.stdout, re.M), proc.stdout
-    assert "rulebooks/e2e-gate.yaml:112:32: L028 facts.pytest_cli has no field 'okay'" in proc.stdout
+    assert "rulebooks/e2e-gate.yaml:112:32: L028 facts.pytest_cli has no field 'stdot'" in proc.stdout
 
 
 @cache

@@ -49,9 +49,10 @@ def test_the_first_rulebook_lints_clean(tmp_path: Path, capsys: pytest.CaptureFi
     [first] = [b for b in BLOCKS if b.startswith("policyrun: 1\nname: e2e-gate\n")]
     (tmp_path / "e2e-gate.yaml").write_text(first)
     assert main(["lint", str(tmp_path / "e2e-gate.yaml")]) == 0
-    (tmp_path / "e2e-gate.yaml").write_text(first.replace("facts.pytest_cli.ok", "facts.pytest_cli.okay"))
+    (tmp_path / "e2e-gate.yaml").write_text(first.replace("facts.pytest_cli.stdout.head.startsWith",
+                                                          "facts.pytest_cli.stdot.head.startsWith"))
     assert main(["lint", str(tmp_path / "e2e-gate.yaml")]) == 1
-    assert "L028 facts.pytest_cli has no field 'okay'; did you mean 'ok'?" in capsys.readouterr().out
+    assert "L028 facts.pytest_cli has no field 'stdot'; did you mean 'stdout'?" in capsys.readouterr().out
 
 
 def test_the_test_case_shown_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import pytest
 from policyrun.collect import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
+from policyrun.probes.registry import get
 from tests.gitfixtures import GitRepo, history_repo, init_repo, run_probe, snapshot
 
 
@@ -347,6 +348,67 @@ def test_worktrees(repo: GitRepo, tmp_path: Path) -> None:
     assert v[2]["head"] == repo.sha("v1^{commit}")
 
 
+# --- git.worktree_diff ---------------------------------------------------------------------------
+
+def test_worktree_diff_staged_unstaged_and_untracked(repo: GitRepo) -> None:
+    assert value("git.worktree_diff", repo)["clean"] is True
+    repo.write("README.md", "# demo\n\nvllm==0.8.0 is the current pin\nnew line\n")  # unstaged
+    repo.git("mv", "src/new_name.py", "src/renamed.py")  # staged rename
+    repo.write("src/keep.py", "TARGET_VLLM_VERSION = '0.8.0'\n")
+    repo.git("add", "src/keep.py")  # staged edit ...
+    repo.write("src/keep.py", "TARGET_VLLM_VERSION = '0.9.0'\n")  # ... edited again, unstaged
+    repo.write("notes/todo.txt", "x\n")  # untracked
+    repo.write("build/out.o", "x\n")
+    repo.write(".gitignore", "build/\n")  # untracked; build/ ignored
+    v = value("git.worktree_diff", repo)
+    import jsonschema
+
+    jsonschema.Draft202012Validator(get("git.worktree_diff").fact_schema).validate(v)  # type: ignore[union-attr]
+    assert v["base"] == "HEAD" and v["base_sha"] == repo.sha("HEAD") and v["clean"] is False
+    assert v["changed_paths"] == ["README.md", "src/keep.py", "src/new_name.py", "src/renamed.py"]
+    assert v["renamed"] == {"src/new_name.py": "src/renamed.py"}
+    by_path = {f["path"]: f for f in v["files"]}
+    assert (by_path["README.md"]["added"], by_path["README.md"]["deleted"]) == (1, 1)
+    assert v["staged"]["changed_paths"] == ["src/keep.py", "src/new_name.py", "src/renamed.py"]
+    assert v["unstaged"]["changed_paths"] == ["README.md", "src/keep.py"]
+    assert v["untracked"] == [".gitignore", "notes/todo.txt"]
+    # Against an older revision: the committed changes since v1 count too.
+    old = value("git.worktree_diff", repo, base="v1", untracked=False)
+    assert "docs/gone.md" in old["deleted_paths"] and old["untracked"] == []
+    assert old["staged"]["changed_paths"] != v["staged"]["changed_paths"]
+    assert value("git.worktree_diff", repo, paths=["src"])["changed_paths"] == [
+        "src/keep.py", "src/new_name.py", "src/renamed.py"]
+
+
+def test_worktree_diff_ignores_a_new_mtime_and_never_hashes_a_link(repo: GitRepo, tmp_path: Path) -> None:
+    _make_index_stale(repo)  # README.md: same content, new mtime
+    blob = repo.path / "data" / "blob.bin"
+    os.utime(blob, ns=(blob.stat().st_atime_ns, blob.stat().st_mtime_ns + 5_000_000_000))  # a binary one too
+    assert value("git.worktree_diff", repo)["clean"] is True
+    (repo.path / "data" / "blob.bin").unlink()
+    (repo.path / "data" / "blob.bin").symlink_to("/dev/zero")  # hashing it would never end
+    v = value("git.worktree_diff", repo)
+    assert v["changed_paths"] == ["data/blob.bin"] and v["files"][0]["status"] == "T"
+    assert not any(c.startswith(f"git -C {repo.path.resolve()} diff ") for c in
+                   run_probe("git.worktree_diff", {"path": str(repo.path)}, repo.path).commands)  # plumbing only
+
+
+def test_worktree_diff_does_not_trust_index_flags(repo: GitRepo) -> None:
+    # A repository under audit can flag entries so that git never compares them with the disk.
+    repo.git("update-index", "--assume-unchanged", "README.md")
+    repo.git("update-index", "--skip-worktree", "src/keep.py")
+    repo.write("README.md", "# edited under an assume-unchanged flag\n")
+    repo.write("src/keep.py", "TARGET_VLLM_VERSION = '9.9.9'\n")
+    assert repo.git("diff", "--name-only") == ""  # git itself shows nothing
+    v = value("git.worktree_diff", repo)
+    assert v["unstaged"]["changed_paths"] == ["README.md", "src/keep.py"] and v["clean"] is False
+    assert v["changed_paths"] == ["README.md", "src/keep.py"]
+    assert all(f["added"] is None for f in v["unstaged"]["files"])  # hashed, not diffed: counts unknown
+    repo.write("README.md", "# demo\n\nvllm==0.7.0 is the current pin\nnew line\n")  # back as committed
+    (repo.path / "src" / "keep.py").unlink()  # a skip-worktree file absent from disk: sparse, not a change
+    assert value("git.worktree_diff", repo)["clean"] is True
+
+
 # --- read-only ----------------------------------------------------------------------------------
 
 def _make_index_stale(repo: GitRepo) -> None:
@@ -367,6 +429,7 @@ def _every_probe(repo: GitRepo, worktree: Path) -> dict[str, Any]:
         "diff": ("git.diff", {"path": p, "base": "v1", "head": "v2", "from_merge_base": True}),
         "log": ("git.log", {"path": p, "base": "v1", "head": "main"}),
         "show": ("git.show", {"path": p, "rev": "v1", "file": "README.md"}),
+        "wtdiff": ("git.worktree_diff", {"path": p}),
         "wts": ("git.worktrees", {"path": p}),
         "grep": ("search.regex", {"root": p, "pattern": r"vllm==(\S+)", "untracked": True}),
         "grep_rev": ("search.regex", {"root": p, "pattern": r"vllm==(\S+)", "rev": "v1"}),
@@ -389,6 +452,9 @@ def test_collecting_every_git_and_search_probe_changes_nothing(repo: GitRepo, tm
     facts = collect(rulebook, "m", {}, base_dir=tmp_path).facts
     assert {k for k, f in facts.items() if not f.ok} == {"bad"}
     assert facts["grep_py"].value["distinct"] == ["0"]  # `vllm==0.7.0` in README.md
+    # README.md is stat-dirty (new mtime, same content): not a change; the staged edit is one.
+    assert facts["wtdiff"].value["changed_paths"] == ["src/keep.py"]
+    assert facts["wtdiff"].value["untracked"] == ["untracked.txt"]
     assert snapshot(repo) == before
 
 

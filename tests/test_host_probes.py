@@ -142,10 +142,89 @@ def test_command_runs_argv_in_an_empty_temporary_directory(tmp_path: Path) -> No
 
 def test_command_exit_codes_and_ok(tmp_path: Path) -> None:
     prog = _exe(tmp_path / "three", "exit 3\n")
-    v = _run(CommandProbe(), tmp_path, {"argv": [str(prog)]})
-    assert (v["exit_code"], v["ok"]) == (3, False)
+    v = _run(CommandProbe(), tmp_path, {"argv": [str(prog)], "ok_exit_codes": [0]})
+    assert (v["exit_code"], v["ok"]) == (3, False)  # listed codes keep a failing run as a fact
     v = _run(CommandProbe(), tmp_path, {"argv": ["./three"], "ok_exit_codes": [0, 3]})
     assert (v["exit_code"], v["ok"], v["executable"]) == (3, True, str(prog))  # relative to the base dir
+
+
+def test_command_fails_closed_without_ok_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trap the issue names: a network tool that cannot reach its index exits non-zero with an
+    # empty stdout; read as a fact, "no line printed" said "nothing outdated".
+    monkeypatch.setenv("POLICYRUN_TEST_API_TOKEN", "tok-0123456789abcdef")
+    prog = _exe(tmp_path / "pip", "echo 'ERROR: SSL: CERTIFICATE_VERIFY_FAILED tok-0123456789abcdef' >&2\nexit 2\n")
+    err = _error(CommandProbe(), tmp_path, {"argv": [str(prog), "list", "--outdated"]})
+    assert err.code == "command.exit_status"
+    assert err.message.startswith(f"{prog} list --outdated exited 2; stderr ends: ERROR: SSL: "
+                                  "CERTIFICATE_VERIFY_FAILED")
+    assert "tok-0123456789abcdef" not in err.message and "***" in err.message  # masked like the fact
+    assert "ok_exit_codes" in err.message and err.commands == [f"{prog} list --outdated"]
+    long = _exe(tmp_path / "long", "yes x | head -c 5000 >&2\nexit 1\n")
+    assert len(_error(CommandProbe(), tmp_path, {"argv": [str(long)]}).message) < 1300  # a tail, not all of it
+    err = _error(CommandProbe(), tmp_path, {"argv": [str(_exe(tmp_path / "segv", "kill -SEGV $$\n"))]})
+    assert err.code == "command.signal" and "was ended by SIGSEGV; stderr is empty" in err.message
+    err = _error(CommandProbe(), tmp_path, {"argv": ["sleep", "30"], "timeout_s": 0.5})
+    assert err.code == "command.timed_out" and "did not finish within 0.5 s" in err.message
+    assert _run(CommandProbe(), tmp_path, {"argv": ["true"]})["ok"] is True  # exit 0 is a fact
+
+
+def test_command_env_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from policyrun.probes.host import ENV_PRESETS
+
+    for name in ENV_PRESETS["tls"] + ENV_PRESETS["proxy"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/site.pem")
+    monkeypatch.setenv("PIP_CERT", "/etc/ssl/site.pem")
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    v = _run(CommandProbe(), tmp_path, {"argv": ["env"], "env_allow": ["@default", "@tls", "@proxy"]})
+    names = set(v["env_names"])
+    assert {"SSL_CERT_FILE", "PIP_CERT", "https_proxy", "NO_PROXY", "PATH"} <= names and "PYTHONPATH" not in names
+    v = _run(CommandProbe(), tmp_path, {"argv": ["/usr/bin/env"], "env_allow": ["@tls"]})
+    assert set(v["env_names"]) == {"SSL_CERT_FILE", "PIP_CERT"}
+    schema = jsonschema.Draft202012Validator(CommandProbe().params_schema)
+    assert not schema.is_valid({"argv": ["x"], "env_allow": ["@tsl"]})  # an unknown preset is refused
+    assert schema.is_valid({"argv": ["x"], "env_allow": ["@proxy", "CUDA_*"]})
+
+
+def test_command_that_needs_the_network_needs_the_permission(tmp_path: Path) -> None:
+    assert CommandProbe().side_effects({"argv": ["pip"], "network": True}) == frozenset({"exec", "network"})
+    prog = _exe(tmp_path / "ok", "echo hi\n")
+    rb = Rulebook.model_validate({
+        "policyrun": 1, "name": "net",
+        "modes": {"offline": {"phases": ["P"], "permissions": {"exec": True}},
+                  "online": {"phases": ["P"], "permissions": {"exec": True, "network": True}}},
+        "phases": [{"id": "P", "evidence": [{"id": "ran", "check": "!failed(facts.c)"}]}],
+        "probes": {"c": {"uses": "command", "with": {"argv": [str(prog)], "network": True}}},
+    })
+    fact = collect(rb, "offline", {}, base_dir=tmp_path).facts["c"]
+    assert fact.error is not None and fact.error.code == "refused.permission" and "'network'" in fact.error.message
+    assert collect(rb, "online", {}, base_dir=tmp_path).facts["c"].error is None
+
+
+def test_error_message_quotes_a_failed_command_in_a_check_message(tmp_path: Path) -> None:
+    prog = _exe(tmp_path / "pip", "echo 'no index' >&2\nexit 2\n")
+    rb = tmp_path / "rb.yaml"
+    rb.write_text(f"""\
+policyrun: 1
+name: quote
+modes:
+  run: {{phases: [P], permissions: {{exec: true}}}}
+probes:
+  c: {{uses: command, with: {{argv: [{prog}]}}}}
+phases:
+  - id: P
+    evidence:
+      - id: ran
+        check: "!failed(facts.c)"
+        message: "pip: ${{error_code(facts.c)}}: ${{error_message(facts.c)}}"
+""")
+    assert main(["evaluate", str(rb), "--out", str(tmp_path / "o"), "-q"]) == 1
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    [check] = trace["phases"][0]["evidence"]
+    assert check["message"] == f"pip: command.exit_status: {prog} exited 2; stderr ends: no index (list " \
+                               "`ok_exit_codes` in the probe to keep a failing run as a fact)"
 
 
 def test_command_killed_by_a_signal(tmp_path: Path) -> None:
@@ -263,7 +342,7 @@ def test_command_timeout_is_a_fact_and_kills_the_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "bg.pid"
     prog = _exe(tmp_path / "hang", f"sleep 300 & echo $! > {pidfile}\necho started\nexec sleep 300\n")
     t0 = time.monotonic()
-    v = _run(CommandProbe(), tmp_path, {"argv": [str(prog)], "timeout_s": 1.5})
+    v = _run(CommandProbe(), tmp_path, {"argv": [str(prog)], "timeout_s": 1.5, "ok_exit_codes": [0]})
     assert time.monotonic() - t0 < 120  # against 300 s without the kill; generous under load
     assert (v["timed_out"], v["ok"], v["exit_code"], v["signal"]) == (True, False, None, "SIGKILL")
     assert v["timeout_s"] == 1.5 and v["duration_s"] >= 1.5
@@ -272,7 +351,7 @@ def test_command_timeout_is_a_fact_and_kills_the_group(tmp_path: Path) -> None:
 
 
 def test_command_timeout_fits_inside_the_probe_budget(tmp_path: Path) -> None:
-    v = _run(CommandProbe(), tmp_path, {"argv": ["sleep", "30"], "timeout_s": 30}, timeout=2)
+    v = _run(CommandProbe(), tmp_path, {"argv": ["sleep", "30"], "timeout_s": 30, "ok_exit_codes": [0]}, timeout=2)
     assert v["timed_out"] and v["timeout_s"] < 2 and v["duration_s"] < 25  # not the command's 30 s
 
 

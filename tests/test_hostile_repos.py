@@ -604,6 +604,7 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "tag": ("git.resolve", {"path": p, "ref": "v1"}),
         "anc": ("git.ancestry", {"path": p, "ancestor": "v1", "descendant": "HEAD"}),
         "diff": ("git.diff", {"path": p, "base": "v1", "head": "HEAD"}),
+        "wtdiff": ("git.worktree_diff", {"path": p}),
         "log": ("git.log", {"path": p, "head": "HEAD"}),
         "show": ("git.show", {"path": p, "file": "a.txt"}),
         "wts": ("git.worktrees", {"path": p}),
@@ -615,6 +616,9 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "constants": ("python.constants", {"root": p, "names": ["TARGET"]}),
         "claims": ("docs.claims", {"root": p, "subject": "(?i)\\bvllm\\b"}),
         "markers": ("markers", {"root": p}),
+        "doc_rev": ("file.read", {"path": f"{p}/a.txt", "format": "yaml", "rev": "v1"}),
+        "pins_rev": ("pins.package", {"root": p, "package": "vllm", "files": ["requirements*.txt"], "rev": "v1"}),
+        "const_rev": ("pins.constant", {"file": f"{p}/src/mod.py", "name": "TARGET", "rev": "v1"}),
     }
     return {pid: {"uses": kind, "with": params} for pid, (kind, params) in probes.items()}
 

@@ -37,7 +37,8 @@ def _facts(case: dict[str, Any]) -> FactsSnapshot:
     for pid, value in case.get("facts", {}).items():
         prov = Provenance(probe=pid, kind="const")
         if isinstance(value, dict) and "__error__" in value:
-            out[pid] = Fact(error=FactError(code=value["__error__"], message="probe failed"), provenance=prov)
+            out[pid] = Fact(error=FactError(code=value["__error__"], message=value.get("message", "probe failed")),
+                            provenance=prov)
         elif isinstance(value, dict) and "__range__" in value:  # a long list without a long file
             out[pid] = Fact(value=list(range(value["__range__"])), provenance=prov)
         else:
@@ -61,7 +62,10 @@ def test_case(path: Path, tmp_path: Path) -> None:
         assert expect["error"] in codes, codes
         return
     rb = load_rulebook(rb_path)
-    assert [f for f in findings_for(rb) if f.severity == "error"] == []
+    findings = findings_for(rb)
+    assert [f for f in findings if f.severity == "error"] == []
+    if "warnings" in expect:
+        assert sorted(f.code for f in findings if f.severity == "warning") == sorted(expect["warnings"])
     mode = select_mode(rb.model, case.get("mode"))
     inputs = resolve_inputs(rb.model, values=case.get("inputs", {}))
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=_facts(case), timestamp=False)

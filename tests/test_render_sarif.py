@@ -105,7 +105,7 @@ def test_docs_lint_md_lists_exactly_the_lint_codes() -> None:
 # overlays and waivers); in the template modules only codes built into a Finding are lint's
 # (the others are raised while rendering a report).
 LINT_MODULES = ["checks.py", "lint.py", "typecheck.py", "vacuous.py", "rulebook.py", "overlay.py", "yamlsource.py",
-                "expr.py", "waivers.py", "suitelint.py"]
+                "expr.py", "waivers.py", "suitelint.py", "commandlint.py"]
 
 
 def test_every_code_lint_can_report_is_in_the_table() -> None:

@@ -134,7 +134,7 @@ def test_the_walkthrough_rulebook_is_fully_covered(capsys: pytest.CaptureFixture
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     assert main(["test", "examples/first-rulebook", "--min-coverage", "100"]) == 0
-    assert "10 passed, 0 failed; expression coverage 100.0% (15/15 conditions" in capsys.readouterr().out
+    assert "11 passed, 0 failed; expression coverage 100.0% (15/15 conditions" in capsys.readouterr().out
 
 
 # --- -k: which cases run -------------------------------------------------------------------------

@@ -50,14 +50,15 @@ def error_code(probe: str) -> str | None:
 
 
 def error_message(probe: str) -> str | None:
-    """The failed probe's error message (its code when the evaluation knows no message); null when
-    it succeeded."""
+    """The failed probe's error message (what a failed `command` exited with and its stderr tail);
+    null when it succeeded. The status map installed by an evaluation answers `message(pid)`
+    (policyrun.interpreter.fact_status_of); one without messages (collection's own) answers the
+    code, so a message quoting it still says something true."""
     code = error_code(probe)
     if code is None:
         return None
-    # The interpreter installs a view of the snapshot (interpreter.fact_status_of), whose facts
-    # carry their errors; collection installs plain codes.
-    facts: Any = getattr(_status, "facts", None)
-    fact = facts.get(probe) if isinstance(facts, Mapping) else None
-    message = getattr(getattr(fact, "error", None), "message", None)
-    return message if isinstance(message, str) and message else code
+    if code == NOT_COLLECTED and probe not in _status:
+        return "the probe was not collected in this evaluation"
+    message = getattr(_status, "message", None)
+    text = message(probe) if callable(message) else None
+    return text if isinstance(text, str) else code

@@ -275,9 +275,10 @@ LIBRARY: tuple[Function, ...] = (
              "O(1)", "error_code('gpu') == 'not_collected'", True, _CONTROL),
     Function("error_message", (sig("probe: string -> dyn"),), factstatus.error_message,
              "A failed probe's error message, as the fact's error records it (an attestation that does not "
-             "match its schema: every problem at file:line:col), its code when there is no message, or null "
-             "when its fact was collected: `error_message(facts.architecture)`, for a blocker that shows why.",
-             "O(1)", "error_message('gpu') == 'not_collected'", True, _CONTROL),
+             "match its schema: every problem at file:line:col; a `command`: how it ended and the tail of its "
+             "stderr), its code when there is no message, or null when its fact was collected: "
+             "`error_message(facts.architecture)`, for a blocker that shows why.",
+             "O(1)", "error_message('gpu')", "the probe was not collected in this evaluation", _CONTROL),
     Function("unknown", (sig("reason: string -> dyn"),), unknown,
              "Never returns: the check that evaluates it is UNKNOWN with this reason (never true, never "
              "an evaluation error). Its type is dyn, so it fits where a bool is expected.",

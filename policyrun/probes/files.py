@@ -93,18 +93,20 @@ def read_file(path: Path, shown: str, limit: int = DOCUMENT_BYTES, param: str = 
     return data
 
 
-def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
-    """(document, YAML source map or None, raw bytes). Errors are ProbeErrors with a location."""
+def load_document(path: Path, fmt: str, shown: str, data: bytes | None = None) -> tuple[Any, Any, bytes]:
+    """(document, YAML source map or None, raw bytes): of `data` when given (a file read from git
+    objects), else of the file at `path`. Errors are ProbeErrors with a location."""
     from policyrun.yamlsource import load_yaml_text
 
-    data = read_file(path, shown)
+    if data is None:
+        data = read_file(path, shown)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ProbeError("file.parse_error", f"{shown}: not UTF-8 text") from None
     if fmt == "yaml":
         try:
-            doc, smap = load_yaml_text(text, shown)
+            doc, smap = load_yaml_text(text, shown, data=True)
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
         bad = _non_finite(doc)
@@ -122,7 +124,7 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
         except PolicyrunError as exc:
             raise ProbeError("file.parse_error", exc.render()) from None
         try:  # JSON is (almost always) YAML: borrow the YAML loader's positions for error locations
-            return doc, load_yaml_text(text, shown)[1], data
+            return doc, load_yaml_text(text, shown, data=True)[1], data
         except PolicyrunError:
             return doc, None, data
     import tomllib
@@ -136,18 +138,25 @@ def load_document(path: Path, fmt: str, shown: str) -> tuple[Any, Any, bytes]:
         raise ProbeError("file.parse_error", f"{shown}: invalid TOML: {exc}") from None
 
 
-def _path_params(**extra: Any) -> dict[str, Any]:
+def _path_params(optional: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     return {"type": "object",
             "properties": {"path": {"type": "string", "minLength": 1, "description": "The file."},
                            "format": {"enum": list(FORMATS), "description": "Default: from the extension."},
-                           **extra},
+                           **extra, **(optional or {})},
             "required": ["path", *extra], "additionalProperties": False}
+
+
+def _rev_param() -> dict[str, Any]:
+    from policyrun.probes.git import rev_param
+
+    return rev_param("Read the file as it is at this revision (a commit, branch or tag), from git objects: "
+                     "nothing is checked out. Default: the working tree.")
 
 
 class ReadProbe:
     kind = "file.read"
-    summary = "A YAML, JSON or TOML document, parsed (YAML safely: plain data only)."
-    params_schema: Mapping[str, Any] = _path_params()
+    summary = "A YAML, JSON or TOML document, parsed (YAML safely: plain data only); `rev:` reads it at a revision."
+    params_schema: Mapping[str, Any] = _path_params({"rev": _rev_param()})
     fact_schema: Mapping[str, Any] = {"description": "The parsed document."}
 
     def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
@@ -155,8 +164,17 @@ class ReadProbe:
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         path = ctx.resolve(params["path"])
-        doc, _, _ = load_document(path, _format_of(path, params.get("format")), params["path"])
-        return ProbeResult(value=doc, sources=[str(path)])
+        fmt = _format_of(path, params.get("format"))
+        rev = params.get("rev")
+        if rev is None:
+            doc, _, _ = load_document(path, fmt, params["path"])
+            return ProbeResult(value=doc, sources=[str(path)])
+        from policyrun.probes.revfiles import read_file_at
+
+        got = read_file_at(params["path"], rev, ctx, limit=DOCUMENT_BYTES)
+        doc, _, _ = load_document(path, fmt, f"{params['path']}@{rev}", got.data)
+        return ProbeResult(value=doc, sources=[got.source], commands=got.repo.commands,
+                           repo_path=str(got.repo.root), repo_head=got.repo.head())
 
 
 def load_schema(value: Any) -> dict[str, Any]:

@@ -45,6 +45,18 @@ from policyrun.probes.bounded import display_path, exited, kill_group
 # What a command inherits from policyrun's environment unless `env_allow` says otherwise: enough
 # to find programs and behave as on the command line, nothing that carries credentials.
 DEFAULT_ENV_ALLOW = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR")
+# Named groups for `env_allow` (`@tls`, `@proxy`, `@default`): network tools that cannot see the
+# site's CA bundle or proxy fail, and a rulebook author should not have to know every tool's name
+# for them. Proxy URLs may carry credentials: policyrun masks those wherever output shows them.
+ENV_PRESETS: dict[str, tuple[str, ...]] = {
+    "default": DEFAULT_ENV_ALLOW,
+    "tls": ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+            "UV_NATIVE_TLS", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "AWS_CA_BUNDLE"),
+    "proxy": ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+              "all_proxy"),
+}
+# How much of stderr's tail a failed command's error message quotes.
+ERROR_STDERR_CHARS = 1000
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 3600.0
 DEFAULT_CAPTURE = 4096
@@ -80,8 +92,12 @@ _COMMAND_PARAMS: dict[str, Any] = {
         "env": {"type": "object", "additionalProperties": {"type": "string", "pattern": _NO_NUL},
                 "propertyNames": {"pattern": "^[^=\\x00]+$"},
                 "description": "Variables to set (over the inherited ones)."},
-        "env_allow": {"type": "array", "items": {"type": "string", "minLength": 1},
-                      "description": "Names inherited from policyrun's environment; `PREFIX*` matches a prefix. "
+        "env_allow": {"type": "array",
+                      "items": {"type": "string", "minLength": 1,
+                                "pattern": "^(@(" + "|".join(ENV_PRESETS) + ")|[^@=\\x00][^=\\x00]*)$"},
+                      "description": "Names inherited from policyrun's environment; `PREFIX*` matches a prefix; "
+                                     "`@tls` (CA bundle variables), `@proxy` (proxy variables, both cases) and "
+                                     "`@default` name groups. "
                                      f"Default: {', '.join(DEFAULT_ENV_ALLOW)}. Giving it replaces the default."},
         "stdin": {"type": "string", "maxLength": MAX_STDIN, "description": "Text written to the command's stdin "
                                                                           "(default: none, stdin is /dev/null)."},
@@ -89,8 +105,13 @@ _COMMAND_PARAMS: dict[str, Any] = {
                        "description": "Bytes kept from the start of stdout and of stderr."},
         "tail_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_CAPTURE, "default": DEFAULT_CAPTURE,
                        "description": "Bytes kept from the end of stdout and of stderr."},
-        "ok_exit_codes": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "default": [0],
-                          "description": "Exit codes that make `ok` true."},
+        "ok_exit_codes": {"type": "array", "items": {"type": "integer"}, "minItems": 1,
+                          "description": "Exit codes that make `ok` true. Listing them keeps every run as a fact "
+                                         "(`ok` says how it ended); without them, a run that does not exit 0 (an "
+                                         "exit code, a signal, a timeout) fails the fact."},
+        "network": {"type": "boolean", "default": False,
+                    "description": "The program reaches the network: the probe then needs the side effect "
+                                   "`network` too, which its mode must grant."},
     },
     "required": ["argv"],
     "additionalProperties": False,
@@ -168,9 +189,13 @@ def _allowed(name: str, allow: Sequence[str]) -> bool:
     return any(name.startswith(a[:-1]) if a.endswith("*") else name == a for a in allow)
 
 
+def _expand_presets(allow: Sequence[str]) -> list[str]:
+    return [name for a in allow for name in (ENV_PRESETS[a[1:]] if a.startswith("@") else (a,))]
+
+
 def _command_env(params: Mapping[str, Any], ctx: ProbeContext) -> dict[str, str]:
     inherited = {**os.environ, **ctx.env}
-    allow = list(params.get("env_allow", DEFAULT_ENV_ALLOW))
+    allow = _expand_presets(list(params.get("env_allow", DEFAULT_ENV_ALLOW)))
     env = {k: v for k, v in inherited.items() if _allowed(k, allow)}
     env.update({str(k): str(v) for k, v in (params.get("env") or {}).items()})
     return env
@@ -278,12 +303,13 @@ def _run_captured(exe: str, argv: list[str], *, cwd: str, env: Mapping[str, str]
 class CommandProbe:
     kind = "command"
     summary = ("Run a program (argv list, no shell) in an empty directory with an allow-listed environment: exit code, "
-               "signal, timeout, head and tail of stdout and stderr. Side effect exec.")
+               "signal, timeout, head and tail of stdout and stderr; a run that does not exit 0 fails the fact unless "
+               "ok_exit_codes is listed. Side effect exec (and network, with network: true).")
     params_schema: Mapping[str, Any] = _COMMAND_PARAMS
     fact_schema: Mapping[str, Any] = _COMMAND_FACT
 
     def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
-        return frozenset({"exec"})
+        return frozenset({"exec", "network"}) if params.get("network") else frozenset({"exec"})
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         argv = [str(a) for a in params["argv"]]
@@ -323,7 +349,27 @@ class CommandProbe:
                  "ok": not timed_out and exit_code in ok_codes, "timed_out": timed_out,
                  "timeout_s": round(timeout, 3), "duration_s": round(duration, 3),
                  "stdout": out.value(secrets), "stderr": err.value(secrets)}
+        if not value["ok"] and "ok_exit_codes" not in params:
+            raise _failed_run(value, commands)
         return ProbeResult(value=value, commands=commands)
+
+
+def _failed_run(value: Mapping[str, Any], commands: list[str]) -> ProbeError:
+    """Fail closed: a run that did not exit 0 is no fact (its stdout is not the answer a check
+    expects, and parsing it gave "nothing outdated" for a tool that could not reach its index).
+    The message keeps what a person needs: how it ended and what it said on stderr."""
+    if value["timed_out"]:
+        code, how = "command.timed_out", f"did not finish within {value['timeout_s']} s"
+    elif value["exit_code"] is None:
+        code, how = "command.signal", f"was ended by {value['signal']}"
+    else:
+        code, how = "command.exit_status", f"exited {value['exit_code']}"
+    tail = value["stderr"]["tail"].strip()
+    if len(tail) > ERROR_STDERR_CHARS:
+        tail = "..." + tail[-ERROR_STDERR_CHARS:]
+    said = f"; stderr ends: {tail}" if tail else "; stderr is empty"
+    return ProbeError(code, f"{commands[0]} {how}{said} (list `ok_exit_codes` in the probe to keep a failing "
+                            "run as a fact)", commands=commands)
 
 
 # --- env ----------------------------------------------------------------------------------------

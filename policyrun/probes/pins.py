@@ -8,14 +8,16 @@ constant from Python source with `ast`; the module is never imported, so nothing
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.files import read_file
+from policyrun.probes.files import DOCUMENT_BYTES, read_file
+from policyrun.probes.git import rev_param
 
 DEFAULT_FILES = ("pyproject.toml", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
                  "uv.lock", "poetry.lock")
@@ -78,14 +80,9 @@ class _LineFinder:
         return self.find(re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*="))
 
 
-def _text(path: Path, rel: str) -> str:
-    return read_file(path, rel).decode("utf-8")
-
-
-def _load_toml(path: Path, rel: str) -> tuple[dict[str, Any], str]:
+def _load_toml(text: str, rel: str) -> tuple[dict[str, Any], str]:
     import tomllib
 
-    text = _text(path, rel)
     try:
         return tomllib.loads(text), text
     except ValueError as exc:  # TOMLDecodeError, and Python's refusal of integers over 4,300 digits
@@ -112,8 +109,8 @@ def _poetry_pins(table: Any, section: str, want: str, rel: str, finder: _LineFin
                 yield Pin(rel, line, str(spec), section)
 
 
-def pyproject_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
-    doc, text = _load_toml(path, rel)
+def pyproject_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
+    doc, text = _load_toml(text, rel)
     finder = _LineFinder(text)
     project = doc.get("project", {})
     yield from _requirement_pins(doc.get("build-system", {}).get("requires"), "build-system.requires", want,
@@ -134,10 +131,10 @@ def pyproject_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
                                 finder)
 
 
-def requirements_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
+def requirements_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
     logical: list[tuple[int, str]] = []
     start, buf = 0, ""
-    for number, raw in enumerate(_text(path, rel).splitlines(), start=1):
+    for number, raw in enumerate(text.splitlines(), start=1):
         if not buf:
             start = number
         if raw.endswith("\\"):
@@ -155,8 +152,8 @@ def requirements_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
             yield Pin(rel, number, m.group("spec").strip(), None)
 
 
-def lock_pins(path: Path, rel: str, want: str) -> Iterator[Pin]:
-    doc, text = _load_toml(path, rel)
+def lock_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
+    doc, text = _load_toml(text, rel)
     finder = _LineFinder(text)
     requirements: list[Pin] = []
     for package in doc.get("package", []):
@@ -209,6 +206,8 @@ class PackagePinsProbe:
             "files": {"type": "array", "items": {"type": "string"},
                       "description": "Globs (pathlib syntax, `**` recursive) relative to root; default: "
                                      + ", ".join(DEFAULT_FILES) + "."},
+            "rev": rev_param("Read the files as they are at this revision (git objects; nothing is checked "
+                              "out). Default: the working tree."),
         },
         "required": ["package"],
         "additionalProperties": False,
@@ -233,6 +232,8 @@ class PackagePinsProbe:
         return frozenset()
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        if params.get("rev") is not None:
+            return self._at_revision(params, ctx)
         root = ctx.resolve(params.get("root", "."))
         if not root.is_dir():
             raise ProbeError("file.not_found", f"{root} is not a directory; check the root parameter")
@@ -252,15 +253,71 @@ class PackagePinsProbe:
                                                    "or lock file; narrow the files globs")
             rel = path.relative_to(root).as_posix()
             try:
-                pins.extend(reader(path, rel, want))
+                pins.extend(reader(read_file(path, rel).decode("utf-8"), rel, want))
             except (OSError, UnicodeDecodeError) as exc:
                 raise ProbeError("file.unreadable", f"{rel}: {exc}") from None
-        sources = [p.as_value() for p in pins]
-        value = {"package": params["package"], "sources": sources, "files": [p.relative_to(root).as_posix()
-                                                                             for p in files],
-                 "distinct": sorted({s["version"] for s in sources if s["version"]})}
+        value = _value(params["package"], pins, [p.relative_to(root).as_posix() for p in files])
         return ProbeResult(value=value, sources=[f"{root / s['file']}:{s['line']}" if s["line"] else
-                                                 str(root / s["file"]) for s in sources])
+                                                 str(root / s["file"]) for s in value["sources"]])
+
+    def _at_revision(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
+        """The same files as git objects of `rev` (listed with ls-tree, read with cat-file): the
+        baseline lock file of an upgrade, compared with the working tree's."""
+        from policyrun.probes.pysource import open_tree
+
+        want = normalize(params["package"])
+        globs = params.get("files", DEFAULT_FILES)
+        pins: list[Pin] = []
+        with open_tree(params.get("root", "."), params["rev"], ctx) as tree:
+            files = [rel for rel in tree.paths if any(glob_match(rel, g) for g in globs)]
+            for rel in files:
+                reader = _reader(PurePosixPath(rel).name)
+                if reader is None:
+                    raise ProbeError("params.invalid", f"{rel}: not a pyproject.toml, requirements (*.txt, *.in) "
+                                                       "or lock file; narrow the files globs")
+                # The tree's own read() caps Python sources at 1 MiB; a lock file gets the 16 MiB every
+                # document probe allows, refused from its size in the listing before it is read.
+                size = tree.sizes.get(rel, 0)
+                if size is None:  # absent from a partial clone's object store: never fetched
+                    from policyrun.probes.gitobjects import object_missing
+
+                    assert tree.repo is not None and tree.rev_sha is not None
+                    raise object_missing(tree.repo, tree.prefix + rel, params["rev"], tree.rev_sha, tree.blobs[rel])
+                if size > DOCUMENT_BYTES:
+                    raise ProbeError("file.too_large", f"{rel} at {params['rev']} is {size} bytes, over the "
+                                                       f"{DOCUMENT_BYTES}-byte limit for files policyrun parses")
+                assert tree.reader is not None  # a revision is read through git cat-file
+                data = tree.reader.read(tree.blobs[rel])
+                if data is None:
+                    raise ProbeError("file.unreadable", f"{rel} at {params['rev']} cannot be read")
+                try:
+                    pins.extend(reader(data.decode("utf-8"), rel, want))
+                except UnicodeDecodeError as exc:
+                    raise ProbeError("file.unreadable", f"{rel} at {params['rev']}: {exc}") from None
+            value = _value(params["package"], pins, files)
+            assert tree.repo is not None and tree.rev_sha is not None  # a revision is read from a repository
+            return ProbeResult(value=value, commands=tree.repo.commands, repo_path=str(tree.repo.root),
+                               repo_head=tree.repo.head(),
+                               sources=[f"{tree.root / s['file']}@{tree.rev_sha}" for s in value["sources"]])
+
+
+def _value(package: str, pins: list[Pin], files: list[str]) -> dict[str, Any]:
+    sources = [p.as_value() for p in pins]
+    return {"package": package, "sources": sources, "files": files,
+            "distinct": sorted({s["version"] for s in sources if s["version"]})}
+
+
+def glob_match(rel: str, pattern: str) -> bool:
+    """Whether a `/`-separated relative path matches a pathlib glob (`*` within one segment, `**`
+    any number of segments), as `root.glob(pattern)` would have found it in a working tree."""
+    def match(parts: list[str], pats: list[str]) -> bool:
+        if not pats:
+            return not parts
+        if pats[0] == "**":
+            return any(match(parts[i:], pats[1:]) for i in range(len(parts) + 1))
+        return bool(parts) and fnmatch.fnmatchcase(parts[0], pats[0]) and match(parts[1:], pats[1:])
+
+    return match(rel.split("/"), [p for p in pattern.split("/") if p not in ("", ".")])
 
 
 def _jsonable(value: Any) -> Any:
@@ -283,6 +340,7 @@ class ConstantProbe:
         "properties": {
             "file": {"type": "string", "minLength": 1, "description": "Python source file."},
             "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "description": "Constant name."},
+            "rev": rev_param("Read the file as it is at this revision (git objects). Default: the working tree."),
         },
         "required": ["file", "name"],
         "additionalProperties": False,
@@ -298,8 +356,14 @@ class ConstantProbe:
 
     def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
         path, name = ctx.resolve(params["file"]), params["name"]
+        rev = params.get("rev")
+        at = None
+        if rev is not None:
+            from policyrun.probes.revfiles import read_file_at
+
+            at = read_file_at(params["file"], rev, ctx, limit=DOCUMENT_BYTES, param="file")
         try:
-            source = read_file(path, str(path), param="file").decode("utf-8")
+            source = (at.data if at else read_file(path, str(path), param="file")).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ProbeError("file.unreadable", f"{path}: {exc}") from None
         try:
@@ -314,6 +378,10 @@ class ConstantProbe:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise ProbeError("pins.not_literal", f"{name} at {path}:{node.lineno} is computed, not a literal; "
                                                  "policyrun reads source and never runs it") from None
+        if at is not None:
+            return ProbeResult(value={"name": name, "value": value, "line": node.lineno, "file": str(path)},
+                               sources=[f"{at.source}:{node.lineno}"], commands=at.repo.commands,
+                               repo_path=str(at.repo.root), repo_head=at.repo.head())
         return ProbeResult(value={"name": name, "value": value, "line": node.lineno, "file": str(path)},
                            sources=[f"{path}:{node.lineno}"])
 

@@ -13,11 +13,11 @@ from policyrun.probes.base import Probe
 # this list is cheap enough for `policyrun lint`.
 BUILTIN_MODULES = (
     "policyrun.probes.const",
-    "policyrun.probes.git",
+    "policyrun.probes.git", "policyrun.probes.worktreediff",
     "policyrun.probes.search",
     "policyrun.probes.markers", "policyrun.probes.claims",
     "policyrun.probes.pins",
-    "policyrun.probes.files",
+    "policyrun.probes.files", "policyrun.probes.workflows",
     "policyrun.probes.gpu",
     "policyrun.probes.python_stack",
     "policyrun.probes.python_source",

@@ -121,7 +121,8 @@ def _load(data: bytes, fmt: str, path: Path) -> Any:
         if fmt == "json":
             return parse_json(text, str(path), what="results file", code="results.parse_error",
                               depth_code="results.too_large", max_depth=limits.RESULTS_DEPTH, allow_nonfinite=True)
-        return load_yaml_text(text, str(path), max_depth=limits.RESULTS_DEPTH, max_nodes=limits.RESULTS_NODES)[0]
+        return load_yaml_text(text, str(path), max_depth=limits.RESULTS_DEPTH, max_nodes=limits.RESULTS_NODES,
+                              data=True)[0]
     except PolicyrunError as exc:
         code = exc.code if exc.code.startswith("results.") else (
             "results.too_large" if exc.code in ("Y005", "Y008") else "results.parse_error")

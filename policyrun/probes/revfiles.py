@@ -160,3 +160,56 @@ def _at_revision(repo: GitRepo, root: Path, sha: str, rev: str, keep: PathFilter
         else:
             files.append((entry.path, text))
     return files
+
+
+@dataclass
+class RevFile:
+    """One file read from a revision's git objects, with what provenance needs."""
+
+    data: bytes
+    rel: str  # path from the repository's top level
+    rev: str
+    sha: str  # the commit
+    repo: GitRepo
+
+    @property
+    def source(self) -> str:
+        return f"{self.repo.root / self.rel}@{self.sha}"
+
+
+def read_file_at(path_param: str, rev: str, ctx: ProbeContext, *, limit: int, param: str = "path") -> RevFile:
+    """The file named by `path_param` (resolved like a working-tree path) as it is at `rev`, from
+    git objects: nothing is checked out, the index and working tree are not touched. The file need
+    not exist in the working tree (deleted since); the repository is the one holding its nearest
+    existing folder. Symbolic links, submodules and folders are refused, as `file.read` refuses
+    them on disk."""
+    from policyrun.probes.git import open_repo
+
+    wanted = Path(os.path.abspath(ctx.resolve(path_param)))
+    folder, rest = wanted.parent, [wanted.name]
+    while not folder.is_dir() and folder != folder.parent:
+        folder, rest = folder.parent, [folder.name, *rest]
+    repo = open_repo(str(folder), ctx)
+    try:
+        rel = (folder.resolve() / Path(*rest)).relative_to(repo.root).as_posix()
+    except ValueError:
+        raise ProbeError("params.invalid", f"{param} {path_param} is not inside the repository at {repo.root}; "
+                                           "`rev` reads files of the repository that holds them") from None
+    (sha,) = resolve_commits(repo, [rev])
+    listing = repo.run(["ls-tree", "-l", "-z", "--full-tree", sha, "--", rel]).stdout.decode("utf-8", "surrogateescape")
+    records = [r.partition("\t") for r in listing.split("\0") if r]
+    entry = next((meta.split() for meta, _, name in records if name == rel), None)
+    shown = f"{path_param} at {rev} ({sha[:12]})"
+    if entry is None:
+        raise ProbeError("file.not_found", f"{shown} does not exist; check the {param} parameter and the revision",
+                         commands=repo.commands)
+    mode, kind, blob, size = entry
+    if kind != "blob" or mode == "120000":
+        what = {"tree": "a folder", "commit": "a submodule"}.get(kind, "a symbolic link")
+        raise ProbeError("file.unreadable", f"{shown} is {what}, not a regular file; policyrun reads only regular "
+                                            "files", commands=repo.commands)
+    if int(size) > limit:
+        raise ProbeError("file.too_large", f"{shown} is {size} bytes, over the {limit}-byte limit for files "
+                                           "policyrun parses", commands=repo.commands)
+    data = repo.run(["cat-file", "blob", blob]).stdout[:int(size)]
+    return RevFile(data, rel, rev, sha, repo)

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policyrun.probes.base import ProbeContext
+import pytest
+
+from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.host import CommandProbe, PathProbe
 from policyrun.probes.python_modules import PythonModulesProbe
 from tests.real.conftest import git
@@ -61,9 +63,14 @@ def test_command_runs_git_in_the_real_checkout(afd_repo: Path) -> None:
     assert len(log) > 8192 and v["stdout"]["bytes"] == len(log) and v["stdout"]["truncated"]
     assert v["stdout"]["head"].encode() == log[:4096].decode("utf-8", "ignore").encode()
     assert log.endswith(v["stdout"]["tail"].encode()) and len(v["stdout"]["tail"].encode()) > 4090
-    # The default working directory is empty and not a repository: git says so, as a fact.
-    v = _run(CommandProbe(), afd_repo, {"argv": ["git", "rev-parse", "HEAD"]})
+    # The default working directory is empty and not a repository: git says so, as a fact when
+    # ok_exit_codes is listed, and as the error of a failed fact (fail closed) when it is not.
+    v = _run(CommandProbe(), afd_repo, {"argv": ["git", "rev-parse", "HEAD"], "ok_exit_codes": [0]})
     assert v["ok"] is False and v["exit_code"] == 128 and "not a git repository" in v["stderr"]["head"]
+    with pytest.raises(ProbeError) as info:
+        _run(CommandProbe(), afd_repo, {"argv": ["git", "rev-parse", "HEAD"]})
+    assert info.value.code == "command.exit_status" and "exited 128" in info.value.message
+    assert "not a git repository" in info.value.message
 
 
 def _top_level_imports(repo: Path) -> list[str]:
