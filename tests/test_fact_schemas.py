@@ -72,8 +72,19 @@ def _run(kind: str, params: dict[str, Any], base: Path, timeout_s: float = 30) -
 
 def _git(tmp: Path) -> list[Value]:
     repo = history_repo(tmp / "repo")
+    (repo.path / "README.md").write_text("changed in the work tree\n")
+    (repo.path / "untracked.txt").write_text("new\n")
+    workflows = repo.path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "ci.yml").write_text(
+        "on: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: actions/checkout@v4\n"
+        "      - uses: actions/setup-python@a26af69be951a213d495a4c3e4e4022e16d87065\n"
+        "      - run: |\n          pip install .\n          pytest\n")
     return [_run("git.show", {"path": str(repo.path), "rev": "v1", "file": "README.md"}, tmp),
-            _run("git.worktrees", {"path": str(repo.path)}, tmp)]
+            _run("git.worktrees", {"path": str(repo.path)}, tmp),
+            _run("git.worktree_diff", {"path": str(repo.path)}, tmp),
+            _run("ci.workflows", {"root": str(repo.path)}, tmp)]
 
 
 def _files(tmp: Path) -> list[Value]:

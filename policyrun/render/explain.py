@@ -148,13 +148,13 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
     out = [f"{trace.rulebook.name} {trace.rulebook.version} · mode {trace.mode}",
            f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
            f"{trace.rulebook.identity()} · facts sha256 {trace.facts_sha256}"]
+    out += _summary_lines(trace) + _exception_lines(trace)  # the summary comes first, right after the header
     asked = sorted({p for ph in trace.phases for c in ph.evidence for p in asked_only(c)}
                    - {r.path.split(".")[1] for ph in trace.phases for c in ph.evidence for r in c.reads
                       if r.path.startswith("facts.")})
     if asked:
         out.append("probes read only through failed()/error_code(): " + ", ".join(
             f"{p} — {_status_words(trace.provenance.get(p))}" for p in asked))
-    out += _summary_lines(trace) + _exception_lines(trace)
     if not phases and not not_run:
         scope = f"phase {phase} is" if phase else f"all {len(trace.phases)} phases are"
         out += ["", f"Nothing failed: {scope} PASS or outside this mode."]
