@@ -44,12 +44,13 @@ def _derived(trace: dict[str, Any], did: str) -> Any:
 def test_the_architecture_skeleton_holds_every_real_impact_row(workspace: dict[str, Any], vllm_repo: Path) -> None:
     doc = yaml.safe_load((workspace["evidence"] / "architecture.yaml").read_text())
     impact = _derived(workspace["trace"], "impact_matrix")
-    assert len(impact) == 31
+    assert len(impact) == 49  # 31 file rows, 17 changed upstream bodies, 1 name gone at the target
+    assert sum(r.get("kind") == "body" for r in impact) == 17
     assert [r["upstream"] for r in doc["rows"]] == [r["upstream"] for r in impact]
     assert doc["current_sha"] == git(vllm_repo, "rev-parse", "v0.26.0^{commit}").strip()
     assert doc["target_sha"] == git(vllm_repo, "rev-parse", "v0.27.0^{commit}").strip()
     signature = next(r for r in doc["rows"] if r["upstream"] == "vllm.v1.engine.utils.launch_core_engines")
-    assert signature["notes"] == "patched signature changed; used at afd_plugin/compat/patches/async_dp_engine.py"
+    assert signature["notes"] == "patched signature and body changed; used at afd_plugin/compat/patches/async_dp_engine.py"
 
 
 def test_the_plan_skeleton_disposes_of_every_real_patch(workspace: dict[str, Any]) -> None:

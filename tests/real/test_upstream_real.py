@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.real.conftest import copy_repo, git
-from tests.real.upgrade import Upgrade, checks, edit_and_commit, evaluate_upgrade, git_env, gpu_evidence, statuses
+from tests.real.upgrade import (Upgrade, checks, edit_and_commit, evaluate_upgrade, git_env, gpu_evidence, stamp_commit,
+                                statuses)
 
 ENGINE_CORE = "afd_plugin/compat/patches/engine_core.py"
 RUNNER = "afd_plugin/v1/worker/attention_model_runner.py"
@@ -83,8 +84,11 @@ def test_a_new_unmarked_setattr_patch_fails_implementation_and_the_final_audit(
     assert f"{site} setattr of vllm.v1.engine.core.EngineCoreProc.run_busy_loop (missing: markers)" in found["message"]
     # final validation of that revision, with GPU evidence for it: the audit refuses it too
     head = git(up.repo, "rev-parse", "HEAD").strip()
-    _, accuracy = gpu_evidence(tmp_path, head)
-    final = evaluate_upgrade(up, "final-validation", tmp_path / "final", monkeypatch, accuracy_results=accuracy)
+    # Evidence belongs to the audited commit: the same runs, recorded for the new HEAD.
+    e2e, accuracy = gpu_evidence(tmp_path, head)
+    unit = stamp_commit(up.unit_junit, tmp_path / "unit-target.xml", head)
+    final = evaluate_upgrade(up, "final-validation", tmp_path / "final", monkeypatch, accuracy_results=accuracy,
+                             e2e_junit=e2e, unit_junit=unit)
     assert statuses(final)["FINAL_AUDIT"] == "FAIL", statuses(final)
     audit = checks(final, "FINAL_AUDIT")["code_patches_marked"]
     assert site in audit["message"] and "vllm.v1.engine.core.EngineCoreProc.run_busy_loop" in audit["message"]
