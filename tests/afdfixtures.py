@@ -1600,7 +1600,8 @@ def machine_from_snapshot(path: Path) -> dict[str, Any]:
         vllm = machine["stack"].get("vllm")
         machine["runtime_build"] = record_fact(installed=vllm is not None,
                                                python=str(machine["stack"].get("interpreter") or STABLE_PYTHON),
-                                               version=str(vllm.get("version")) if vllm else TARGET_VERSION)
+                                               version=str(vllm.get("version")) if vllm else TARGET_VERSION,
+                                               python_version=str((machine["stack"].get("python") or {}).get("version")))
     return machine
 
 
