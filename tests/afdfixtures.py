@@ -1384,8 +1384,8 @@ def stack_fact(*, vllm_version: str = TARGET_VERSION, torch_version: str = "2.9.
 def record_fact(*, installed: bool = True, python: str = STABLE_PYTHON, commit: str | None = None,
                 version: str = TARGET_VERSION, **fields: Any) -> dict[str, Any]:
     """python.record's value for the target interpreter's vLLM: by default a release wheel of the
-    target whose Python files all equal vllm_src at the target (the counts a vLLM 0.27.0 wheel
-    gives against its release sources). `commit` None: the target's commit, filled in by
+    target whose Python files all equal vllm_src at the target (the counts that v0.27.0's release
+    sources installed give: tests/real/test_runtime_build_real.py). `commit` None: the target's commit, filled in by
     collect_facts. `fields` override any field (a stub's counts, the files that differ)."""
     if not installed:
         return {"python": python, "python_version": "3.12.9", "installed": False, "distribution": None,
@@ -1394,8 +1394,8 @@ def record_fact(*, installed: bool = True, python: str = STABLE_PYTHON, commit: 
                 "generated": [], "generated_count": 0, "record_mismatch": [], "record_mismatch_count": 0,
                 "matches": False, "installer": None, "direct_url": None, **fields}
     return {"python": python, "python_version": "3.12.9", "installed": True, "distribution": "vllm",
-            "version": version, "rev": commit, "commit": commit, "record_files": 2468, "compared": 2131,
-            "matched": 2131, "differ": [], "differ_count": 0, "not_in_source": [], "not_in_source_count": 0,
+            "version": version, "rev": commit, "commit": commit, "record_files": 2756, "compared": 2160,
+            "matched": 2160, "differ": [], "differ_count": 0, "not_in_source": [], "not_in_source_count": 0,
             "generated": ["vllm/_version.py"], "generated_count": 1, "record_mismatch": [],
             "record_mismatch_count": 0, "matches": True, "installer": "uv",
             "direct_url": {"url": f"file:///srv/wheels/vllm-{version}-cp38-abi3-manylinux_2_31_x86_64.whl",
