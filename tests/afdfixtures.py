@@ -1435,6 +1435,14 @@ _MACHINE_COMMANDS: dict[str, list[str]] = {
 }
 
 
+def machine_value(pid: str, value: Any, params: Mapping[str, Any]) -> Any:
+    """A machine fact as this collection's probe would give it: runtime_build compared with the
+    target commit the collection resolved (its `rev` parameter) unless the value names another."""
+    if pid != "runtime_build":
+        return value
+    return {**value, "rev": params.get("rev"), "commit": value.get("commit") or params.get("rev")}
+
+
 def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
                   machine: Mapping[str, Any] | None = None) -> Any:
     """Run the rulebook's probes for `mode` (real repository probes); replace the machine facts.
@@ -1455,8 +1463,8 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
         if collected is None:  # not collected in this mode
             continue
         params = dict(collected.provenance.params)
-        if pid == "runtime_build":  # compared with the target commit of this collection
-            value = {**value, "rev": params.get("rev"), "commit": value.get("commit") or params.get("rev")}
+        if pid == "runtime_build":
+            value = machine_value(pid, value, params)
             commands = [f"{params.get('python') or STABLE_PYTHON} -I -B -c <policyrun/probes/_record_script.py> "
                         "'{\"distribution\": \"vllm\", \"object_format\": \"sha1\"}'",
                         f"git ls-tree -r -z --full-tree {params.get('rev')}"]
