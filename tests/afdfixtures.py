@@ -1381,6 +1381,27 @@ def stack_fact(*, vllm_version: str = TARGET_VERSION, torch_version: str = "2.9.
     }
 
 
+def record_fact(*, installed: bool = True, python: str = STABLE_PYTHON, commit: str | None = None,
+                version: str = TARGET_VERSION, **fields: Any) -> dict[str, Any]:
+    """python.record's value for the target interpreter's vLLM: by default a release wheel of the
+    target whose Python files all equal vllm_src at the target (the counts that v0.27.0's release
+    sources installed give: tests/real/test_runtime_build_real.py). `commit` None: the target's commit, filled in by
+    collect_facts. `fields` override any field (a stub's counts, the files that differ)."""
+    if not installed:
+        return {"python": python, "python_version": "3.12.9", "installed": False, "distribution": None,
+                "version": None, "rev": commit, "commit": commit, "record_files": 0, "compared": 0, "matched": 0,
+                "differ": [], "differ_count": 0, "not_in_source": [], "not_in_source_count": 0,
+                "generated": [], "generated_count": 0, "record_mismatch": [], "record_mismatch_count": 0,
+                "matches": False, "installer": None, "direct_url": None, **fields}
+    return {"python": python, "python_version": "3.12.9", "installed": True, "distribution": "vllm",
+            "version": version, "rev": commit, "commit": commit, "record_files": 2756, "compared": 2160,
+            "matched": 2160, "differ": [], "differ_count": 0, "not_in_source": [], "not_in_source_count": 0,
+            "generated": ["vllm/_version.py"], "generated_count": 1, "record_mismatch": [],
+            "record_mismatch_count": 0, "matches": True, "installer": "uv",
+            "direct_url": {"url": f"file:///srv/wheels/vllm-{version}-cp38-abi3-manylinux_2_31_x86_64.whl",
+                           "archive_info": {}}, **fields}
+
+
 def cleanup_facts() -> dict[str, Any]:
     """system.processes / system.ports / system.shm on a node the experiment left clean."""
     return {"leftover_processes": {"matches": [], "count": 0,
@@ -1398,7 +1419,8 @@ def toolchain_fact() -> dict[str, Any]:
 
 
 def machine_facts(gpus: int = 2, **stack: Any) -> dict[str, Any]:
-    return {"gpu": gpu_fact(gpus), "stack": stack_fact(**stack), "toolchain": toolchain_fact(), **cleanup_facts()}
+    return {"gpu": gpu_fact(gpus), "stack": stack_fact(**stack), "runtime_build": record_fact(),
+            "toolchain": toolchain_fact(), **cleanup_facts()}
 
 
 # --- collecting facts from fixture repositories --------------------------------------------------------
@@ -1411,6 +1433,14 @@ _MACHINE_COMMANDS: dict[str, list[str]] = {
     "leftover_ports": ["read /proc/net/tcp", "read /proc/net/tcp6"],
     "leftover_shm": ["list /dev/shm"],
 }
+
+
+def machine_value(pid: str, value: Any, params: Mapping[str, Any]) -> Any:
+    """A machine fact as this collection's probe would give it: runtime_build compared with the
+    target commit the collection resolved (its `rev` parameter) unless the value names another."""
+    if pid != "runtime_build":
+        return value
+    return {**value, "rev": params.get("rev"), "commit": value.get("commit") or params.get("rev")}
 
 
 def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
@@ -1433,6 +1463,14 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
         if collected is None:  # not collected in this mode
             continue
         params = dict(collected.provenance.params)
+        if pid == "runtime_build":
+            value = machine_value(pid, value, params)
+            commands = [f"{params.get('python') or STABLE_PYTHON} -I -B -c <policyrun/probes/_record_script.py> "
+                        "'{\"distribution\": \"vllm\", \"object_format\": \"sha1\"}'",
+                        f"git ls-tree -r -z --full-tree {params.get('rev')}"]
+            facts[pid] = Fact(value=value, provenance=Provenance(probe=pid, kind=collected.provenance.kind,
+                                                                 params=params, commands=commands))
+            continue
         commands = _MACHINE_COMMANDS.get(pid) or [
             f"{params.get('python') or STABLE_PYTHON} -c <policyrun/probes/_stack_script.py> '{{\"init_cuda\": false}}'",
             f"{params.get('python') or STABLE_PYTHON} -m pip check"]
@@ -1551,7 +1589,7 @@ def write_evidence(sc: Scenario, ws: Workspace, folder: Path, gpu: Mapping[str, 
         (folder / "e2e.xml").write_text(junit_xml(sc.e2e_cases, "gpu-e2e", commit=head), encoding="utf-8")
 
 
-MACHINE_KINDS = {"gpu.nvml": "gpu", "python.stack": "stack", "toolchain": "toolchain",
+MACHINE_KINDS = {"gpu.nvml": "gpu", "python.stack": "stack", "python.record": "runtime_build", "toolchain": "toolchain",
                  "system.processes": "leftover_processes", "system.ports": "leftover_ports", "system.shm": "leftover_shm"}
 
 
@@ -1565,6 +1603,13 @@ def machine_from_snapshot(path: Path) -> dict[str, Any]:
         pid = MACHINE_KINDS.get(fact.provenance.kind)
         if pid and fact.ok and not (pid == "stack" and fact.provenance.params.get("init_cuda")):
             machine[pid] = fact.value
+    if not any(f.provenance.kind == "python.record" for f in load_facts(path).facts.values()):
+        # A node recorded before python.record: its vLLM is what the stack says it is.
+        vllm = machine["stack"].get("vllm")
+        machine["runtime_build"] = record_fact(installed=vllm is not None,
+                                               python=str(machine["stack"].get("interpreter") or STABLE_PYTHON),
+                                               version=str(vllm.get("version")) if vllm else TARGET_VERSION,
+                                               python_version=str((machine["stack"].get("python") or {}).get("version")))
     return machine
 
 

@@ -107,7 +107,7 @@ def with_machine(snapshot: Path, machine: dict[str, Any]) -> Path:
             continue
         fact.pop("error", None)
         fact["provenance"].pop("error", None)
-        fact["value"] = value
+        fact["value"] = fx.machine_value(pid, value, fact["provenance"]["params"])
     out = snapshot.with_name("machine-" + snapshot.name)
     out.write_text(json.dumps(data), encoding="utf-8")
     return out

@@ -113,3 +113,14 @@ def test_not_installed(venv: Path, source: Path) -> None:
 
 def test_it_is_measured_evidence() -> None:
     assert evidence_of("python.record") == "measured"
+
+
+def test_files_the_build_generates_are_listed_apart_only_when_the_source_lacks_them(venv: Path, source: Path) -> None:
+    install(venv, {**SOURCES, "vllm/_version.py": "__version__ = '0.27.0'\n"})
+    assert record(venv, source)["not_in_source"] == ["vllm/_version.py"]  # not allowed unless named
+    value = record(venv, source, generated=["vllm/_version.py", "vllm/engine.py"])
+    assert value["matches"] is True and value["generated"] == ["vllm/_version.py"] and value["generated_count"] == 1
+    assert value["compared"] == 2  # engine.py is in the source: compared, the glob does not hide it
+    install(venv, {**SOURCES, "vllm/engine.py": "class Engine:\n    changed = True\n"})
+    value = record(venv, source, generated=["vllm/engine.py"])
+    assert value["matches"] is False and value["differ"] == ["vllm/engine.py"]

@@ -9,7 +9,8 @@ repository at `rev` (read with `git ls-tree`; nothing is checked out). Compiled 
 counterpart in the source tree and are not compared here (`python.stack` records their sha256).
 
 The fact: the counts, the paths that differ (cut at 50 per list), `matches` (at least
-`min_files` files compared and none differing), and the wheel's provenance as the installer
+`min_files` files compared and none differing; files the build generates, named by `generated`
+globs, are listed apart when the source lacks them), and the wheel's provenance as the installer
 recorded it (`INSTALLER`, `direct_url.json`).
 """
 
@@ -20,7 +21,7 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import ChildOutputTooLarge, ChildTimeout, child_env, run_child
 from policyrun.probes.git import open_root, resolve_commits, rev_param
+from policyrun.probes.search import glob_regex
 from policyrun.probes.python_stack import ISOLATED, MAX_RESULT_BYTES, _resolve_python, _tail
 
 LISTED = 50  # paths kept per list: enough to act on, bounded for the trace
@@ -45,6 +47,10 @@ _PARAMS_SCHEMA: dict[str, Any] = {
         "prefix": {"type": "string", "default": "", "pattern": r"^([^/].*/)?$",
                    "description": "Where the installed paths lie in the source tree (`src/` for a src layout); "
                                   "default: at its root."},
+        "generated": {"type": "array", "items": {"type": "string", "minLength": 1}, "default": [],
+                      "description": "Globs (.gitignore rules) of installed files the build generates, e.g. "
+                                     "vllm/_version.py: when the source tree lacks one it is listed in `generated`, "
+                                     "not in `not_in_source`; one the source has is compared as any other."},
         "min_files": {"type": "integer", "minimum": 1, "default": 1,
                       "description": "Fewer Python files compared than this is no match (a stub has few)."},
     },
@@ -67,6 +73,9 @@ _FACT_SCHEMA: dict[str, Any] = {
         "differ_count": {"type": "integer"},
         "not_in_source": {**_PATHS, "description": "Installed files the source tree at rev does not have."},
         "not_in_source_count": {"type": "integer"},
+        "generated": {**_PATHS, "description": "Installed files the source lacks that match `generated` (not "
+                                               "compared, allowed)."},
+        "generated_count": {"type": "integer"},
         "record_mismatch": {**_PATHS, "description": "Installed bytes differ from RECORD's hash (edited after "
                                                      "install), unreadable, or unhashed in RECORD."},
         "record_mismatch_count": {"type": "integer"},
@@ -104,7 +113,9 @@ class PythonRecordProbe:
             if path.endswith(".py") and len(meta.split()) == 3:
                 blobs[path] = meta.split()[2]
         exe, got, command = self._installed(params, ctx, repo.object_format)
-        value = compare(got, blobs, str(params.get("prefix") or ""), int(params.get("min_files", 1)))
+        generated = [glob_regex(str(g)) for g in params.get("generated") or []]
+        value = compare(got, blobs, str(params.get("prefix") or ""), int(params.get("min_files", 1)),
+                        lambda path: any(g.fullmatch(path) for g in generated))
         value = {"python": exe, "python_version": got.get("python_version"), "rev": str(params["rev"]),
                  "commit": commit, **value}
         result = repo.result(value)
@@ -148,11 +159,13 @@ class PythonRecordProbe:
         return exe, got, command
 
 
-def compare(got: Mapping[str, Any], blobs: Mapping[str, str], prefix: str, min_files: int) -> dict[str, Any]:
+def compare(got: Mapping[str, Any], blobs: Mapping[str, str], prefix: str, min_files: int,
+            is_generated: Callable[[str], bool] = lambda path: False) -> dict[str, Any]:
     """The fact's comparison fields from the script's output and the source tree's blob ids."""
     entries = got.get("entries") if got.get("found") else []
     differ: list[str] = []
     absent: list[str] = []
+    made: list[str] = []
     record_bad: list[str] = []
     matched = 0
     for entry in entries if isinstance(entries, list) else []:
@@ -164,7 +177,7 @@ def compare(got: Mapping[str, Any], blobs: Mapping[str, str], prefix: str, min_f
             record_bad.append(path)
         source = blobs.get(prefix + path)
         if source is None:
-            absent.append(path)
+            (made if is_generated(path) else absent).append(path)
         elif entry.get("blob") != source:
             differ.append(path)
         else:
@@ -182,6 +195,7 @@ def compare(got: Mapping[str, Any], blobs: Mapping[str, str], prefix: str, min_f
             "compared": compared, "matched": matched,
             "differ": sorted(differ)[:LISTED], "differ_count": len(differ),
             "not_in_source": sorted(absent)[:LISTED], "not_in_source_count": len(absent),
+            "generated": sorted(made)[:LISTED], "generated_count": len(made),
             "record_mismatch": sorted(record_bad)[:LISTED], "record_mismatch_count": len(record_bad),
             "matches": bool(got.get("found")) and compared >= min_files and not (differ or absent or record_bad),
             "installer": _text(got.get("installer")), "direct_url": direct_url}

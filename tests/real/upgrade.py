@@ -327,12 +327,15 @@ def build_upgrade(afd_repo: Path, vllm_repo: Path, corpus: Path, dest: Path) -> 
 
 # --- machine facts --------------------------------------------------------------------------------
 
-MACHINE_PROBES = ("stack", "gpu", "toolchain", "leftover_processes", "leftover_ports", "leftover_shm")
+FIXTURE_TARGET = "a4e5195b9b34ad3891e6ed55028c43f211c60915"  # examples/final-pass's target: the fixture's v0.27.0
+MACHINE_PROBES = ("stack", "runtime_build", "gpu", "toolchain", "leftover_processes", "leftover_ports", "leftover_shm")
 
 
 def machine_facts(python: str) -> dict[str, Any]:
     """The two-H200 node of examples/final-pass with the target's runtime installed: vLLM 0.27.0 and
-    the PyTorch v0.27.0's requirements/cuda.txt pins (2.13.0)."""
+    the PyTorch v0.27.0's requirements/cuda.txt pins (2.13.0). `runtime_build` says that vLLM is the
+    build of vllm_src at the target: evaluate_upgrade sets its commit to the target this collection
+    resolved (a runtime_build with another commit is not the target's build)."""
     snapshot = json.loads((ROOT / "examples" / "final-pass" / "facts.json").read_text())["facts"]
     values = {probe: json.loads(json.dumps(snapshot[probe]["value"])) for probe in MACHINE_PROBES}
     stack = values["stack"]
@@ -340,6 +343,7 @@ def machine_facts(python: str) -> dict[str, Any]:
     stack["python"]["executable"] = python
     stack["vllm"]["version"] = "0.27.0"
     stack["torch"]["version"] = "2.13.0+cu128"
+    values["runtime_build"]["python"] = python
     return values
 
 
@@ -368,6 +372,9 @@ def evaluate_upgrade(up: Upgrade, mode: str, out: Path, monkeypatch: pytest.Monk
     data = json.loads(facts_path.read_text())
     for probe, value in (machine if machine is not None else machine_facts(sys.executable)).items():
         if probe in data["facts"]:
+            if probe == "runtime_build" and value.get("commit") == FIXTURE_TARGET:
+                rev = data["facts"][probe]["provenance"]["params"]["rev"]
+                value = {**value, "rev": rev, "commit": rev}
             data["facts"][probe]["value"] = value
             data["facts"][probe]["error"] = None
             data["facts"][probe]["provenance"]["error"] = None
