@@ -19,7 +19,7 @@ inputs:
 modes:
   check: {phases: [SAME]}
 probes:
-  lock: {uses: const, with: {value: {version: "${inputs.version}"}}}
+  lock: {uses: const, with: {value: {version: "${inputs.version}", arch: x86_64}}}  # keys not in sorted order
 phases:
   - id: SAME
     evidence:

@@ -88,6 +88,16 @@ def run(args: argparse.Namespace) -> int:
 
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent,
                         locations=check_locations(rb))
+    kept = None
+    if args.keep_facts:
+        # Evaluated over the snapshot exactly as written (secret inputs masked, as `collect -o` writes
+        # it; keys in the file's order), so the trace's facts_sha256 is the kept file's digest and a
+        # later --baseline or verify can check one against the other.
+        from policyrun.facts import FactsSnapshot
+        from policyrun.inputs import mask_snapshot
+
+        kept = mask_snapshot(facts, rb.model, inputs).to_json()
+        facts = FactsSnapshot.model_validate_json(kept)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
                      fail_on_warn=args.fail_on == "warn", waivers=waivers, baseline=baseline)
 
@@ -96,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
                         context=rulebook_context(rb.model),
-                        extra={"facts.json": facts.to_json()} if args.keep_facts else None)
+                        extra={"facts.json": kept} if kept is not None else None)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
