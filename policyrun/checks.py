@@ -298,6 +298,10 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
                 _ref(rb, sink, site, late[0], "L040", f"a probe's `when` reads {late[0]}, but it is decided before "
                      "collection: it may read only inputs, vars and mode (to skip a check on a fact, use the "
                      "check's applies_when)")
+        if "baseline" in compiled.roots and site.path[:1] == ("probes",):
+            _ref(rb, sink, site, "baseline", "L043", "a probe reads `baseline`, but probes run before any evaluation "
+                 "and `baseline` (an earlier evaluation, `evaluate --baseline DIR`) is bound only for derived values, "
+                 "checks, messages and verdicts; read it there")
         for probe, key in sorted(compiled.element_status):
             spec = model.probes.get(probe)
             if spec is not None and spec.for_each is None:

@@ -89,13 +89,15 @@ class Run:
     notes: dict[str, Any] | None = None
     fail_on_warn: bool = False
     waivers: Any = None
+    baseline: Any = None  # policyrun.baseline.Baseline: an earlier evaluation (`--baseline DIR`)
 
 
 def evaluate(rb: LoadedRulebook, *, mode: str, inputs: dict[str, Any], facts: FactsSnapshot,
              timestamp: bool = True, notes: dict[str, Any] | None = None, fail_on_warn: bool = False,
-             waivers: Any = None) -> Trace:
+             waivers: Any = None, baseline: Any = None) -> Trace:
     """Evaluate with every expression bounded in time and the whole in memory (policyrun.guard)."""
-    return evaluate_all(rb, [Run(mode, inputs, facts, notes, fail_on_warn, waivers)], timestamp=timestamp)[0]
+    return evaluate_all(rb, [Run(mode, inputs, facts, notes, fail_on_warn, waivers, baseline)],
+                        timestamp=timestamp)[0]
 
 
 def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = True) -> list[Trace]:
@@ -120,7 +122,9 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
         before = expr.refusals()
         out = [evaluate_records(rb.model, mode=r.mode, inputs=r.inputs, facts=r.facts, rulebook_ref=ref,
                                 locations=locations, generated_at=stamp, notes=r.notes,
-                                fail_on_warn=r.fail_on_warn, waivers=r.waivers) for r in batch]
+                                fail_on_warn=r.fail_on_warn, waivers=r.waivers,
+                                baseline=r.baseline.variable if r.baseline is not None else None)
+               for r in batch]
         return out, expr.refusals() > before
 
     done, refused = run_guarded(lambda: records(runs))
@@ -133,6 +137,8 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
     who = run_record() if timestamp else None
     for rec, run in zip(done, runs, strict=True):
         rec["evidence_files"] = evidence_files(run.facts, rec["provenance"])
+        if run.baseline is not None:
+            rec["baseline"] = run.baseline.record
         if who is not None:
             rec["run"] = who
     # Secret inputs are masked in what is written, after evaluation saw their real values.

@@ -22,8 +22,9 @@ from policyrun.celsyntax import explain as explain_syntax
 from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
 # `violations` is bound only while an evidence's own check and message are evaluated, `item` only
-# while the `with:` and `key:` of a probe with `for_each` are resolved for one element.
-VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations", "item")
+# while the `with:` and `key:` of a probe with `for_each` are resolved for one element. `baseline`
+# is an earlier evaluation (`evaluate --baseline DIR`), an empty map without one.
+VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "baseline", "violations", "item")
 _CONTEXTUAL = ("violations", "item")
 _ROOTS = frozenset(VARIABLES)
 

@@ -59,7 +59,8 @@ def with_provenance(records: dict[str, Any], facts: FactsSnapshot) -> dict[str, 
 def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
                      rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                      generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
-                     fail_on_warn: bool = False, waivers: Any = None) -> dict[str, Any]:
+                     fail_on_warn: bool = False, waivers: Any = None,
+                     baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The trace as plain data (validated into `Trace` by the caller): cheap to pass from the
     guarded evaluation child to its parent."""
     # Evaluation allocates many small, acyclic records while a large snapshot stays alive; the
@@ -67,17 +68,19 @@ def evaluate_records(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any]
     status = fact_status_of(facts)
     with gc_paused(), fact_status(status):
         return _evaluate(rulebook, mode, inputs, facts, rulebook_ref, locations, generated_at, notes,
-                         fail_on_warn, waivers, status.tainted)
+                         fail_on_warn, waivers, status.tainted, baseline)
 
 
 def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,
               rulebook_ref: RulebookRef, locations: Mapping[str, str] | None, generated_at: str | None,
               notes: Mapping[str, Any] | None, fail_on_warn: bool, waivers: Any,
-              tainted: dict[str, str]) -> dict[str, Any]:
+              tainted: dict[str, str], baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers, tainted=tainted)
     phases_var: dict[str, dict[str, Any]] = {}
     ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
-                     "phases": phases_var, "derived": {}}
+                     "phases": phases_var, "derived": {},
+                     # An empty map without --baseline: `has(baseline.verdict)` asks whether there is one.
+                     "baseline": dict(baseline or {})}
     derived = derive_values(ctx, budget=Budget())
     # Facts whose probes' parameters read a derived value this evaluation could not compute were
     # taken out of `facts` by the derive stage (ctx.tainted): no check can pass on them.

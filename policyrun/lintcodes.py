@@ -147,6 +147,9 @@ _TABLE = [
     _c("L042", "error", "Asks about an element of a probe without `for_each`",
        "`failed(facts.p.k)` and `error_code(facts.p['k'])` ask about one element of a fan-out. For a probe "
        "without `for_each`, ask about the whole fact: `failed(facts.p)`."),
+    _c("L043", "error", "A probe reads `baseline`",
+       "`baseline` is an earlier evaluation (`evaluate --baseline DIR`): derived values, checks, messages and "
+       "verdicts can read it, but probes run before evaluation and never see it. Compare in a check instead."),
     _c("O001", "error", "Overlay base not found, or overlay without a name",
        "`extends` must name a rulebook file or a shipped rulebook, and an overlay needs its own `name`."),
     _c("O002", "error", "`extends` cycle or chain too long",

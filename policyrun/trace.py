@@ -156,6 +156,17 @@ class RunRecord(BaseModel):
     platform: str
 
 
+class BaselineRef(BaseModel):
+    model_config = _FROZEN
+
+    path: str = Field(description="The baseline's trace.json, as given.")
+    sha256: str = Field(description="sha256 of that trace.json.")
+    facts_sha256: str | None = Field(default=None, description="sha256 of the baseline's facts.json file, when "
+                                                               "the folder kept one (`--keep-facts`).")
+    verdict: str
+    mode: str
+
+
 class VerdictRecord(BaseModel):
     model_config = _FROZEN
 
@@ -184,6 +195,8 @@ class Trace(BaseModel):
     stale_facts: list[StaleFact] = Field(
         default_factory=list, description="Facts evaluated although collected with other parameters "
                                           "(`--allow-stale-facts`).")
+    baseline: BaselineRef | None = Field(default=None, description="With --baseline: the earlier evaluation "
+                                                                  "the checks could read as `baseline`.")
     derived: list[DerivedRecord] = Field(default_factory=list)
     phases: list[PhaseRecord]
     verdict: VerdictRecord
@@ -197,7 +210,9 @@ class Trace(BaseModel):
                                           "(attestations, JUnit and results files).")
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        # `baseline` only when there was one: traces of runs without --baseline stay as they were.
+        data = self.model_dump(mode="json", exclude={"baseline"} if self.baseline is None else None)
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     def phase(self, phase_id: str) -> PhaseRecord | None:
         return next((p for p in self.phases if p.phase == phase_id), None)

@@ -50,6 +50,12 @@ class Claim:
             waivers = {"file": trace.waivers.get("file"), "sha256": trace.waivers.get("sha256"),
                        "as_of": trace.waivers.get("as_of"),
                        "as_of_given": any(str(w).startswith("--as-of ") for w in warnings)}
+        if trace.baseline is not None:
+            # Its checks read an earlier evaluation that verify is not given: evaluating again without
+            # it would compare a different question, so fail closed rather than report a mismatch.
+            raise UsageError(f"this trace was evaluated with --baseline {trace.baseline.path}; verify does not "
+                             "re-evaluate against a baseline yet (evaluate it again with the same --facts and "
+                             "--baseline and compare the traces)", code="V004")
         return cls(trace.rulebook, trace.mode, dict(trace.inputs), trace.facts_sha256, trace.fail_on_warn,
                    bool(trace.stale_facts), waivers=waivers)
 

@@ -67,8 +67,25 @@ def git(cwd: Path, *args: str) -> str:
                           env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}).stdout
 
 
+def _pydeps_self(root: Path) -> Path:
+    """A git checkout of this repository's dependency manifest and workflows, committed with a fixed
+    date (docs/upgrade-python-deps.md evaluates the shipped rulebook on policyrun itself)."""
+    checkout = root / "policyrun"
+    (checkout / ".github").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", checkout / "pyproject.toml")
+    shutil.copytree(ROOT / ".github" / "workflows", checkout / ".github" / "workflows")
+    shutil.copy(ROOT / "examples" / "upgrade-python-deps" / "policyrun-plan.yaml", checkout / "upgrade-plan.yaml")
+    shutil.copy(ROOT / ".gitignore", checkout / ".gitignore")
+    git(checkout, "init", "-q")
+    git(checkout, "add", "-A")
+    git(checkout, "-c", "user.name=docs", "-c", "user.email=docs@example.invalid", "commit", "-qm", "baseline",
+        "--date=2026-12-01T00:00:00Z")
+    return checkout
+
+
 SESSIONS: dict[str, Callable[[Path], Path]] = {
     "checkout": _checkout,
+    "pydeps-self": _pydeps_self,
     "identity-disagree": _identity_disagree,
     "first-rulebook": _first_rulebook,
 }

@@ -85,10 +85,10 @@ def test_bash_completes_rulebook_names_modes_probe_kinds_and_formats(tmp_path: P
         assert proc.returncode == 0, proc.stderr
         return [line for line in proc.stdout.splitlines() if line]
 
-    assert complete("evaluate", "upg") == ["upgrade-gpu-version"]  # a shipped rulebook's name
+    assert complete("evaluate", "upg") == ["upgrade-gpu-version", "upgrade-python-deps"]  # a shipped rulebook's name
     assert complete("lint", "gpu") == ["gpu-node-preflight"]
     assert complete("evaluate", "mi") == ["mine.yaml"]  # and files
-    assert complete("eval", "--rulebook", "up") == ["upgrade-gpu-version"]
+    assert complete("eval", "--rulebook", "upgrade-g") == ["upgrade-gpu-version"]
     assert complete("evaluate", "upgrade-gpu-version", "--mode", "") == ["planning-audit", "implementation",
                                                                          "final-validation"]
     assert complete("collect", "mine.yaml", "-m", "th") == ["thorough"]  # the named file's modes
@@ -157,7 +157,7 @@ def test_fish_completes_rulebook_names_modes_and_probe_kinds(tmp_path: Path, cap
         assert proc.returncode == 0, proc.stderr
         return [row.split("\t")[0] for row in proc.stdout.splitlines()]
 
-    assert complete("policyrun evaluate upg") == ["upgrade-gpu-version"]
+    assert complete("policyrun evaluate upgrade-g") == ["upgrade-gpu-version"]
     assert complete("policyrun evaluate gpu-node-preflight --mode ") == ["preflight", "inventory"]
     assert complete("policyrun probes search.") == ["search.literal", "search.regex"]
 
@@ -172,4 +172,4 @@ def test_zsh_functions_offer_rulebook_names_and_modes(tmp_path: Path, capsys: py
     proc = subprocess.run(["zsh", "-f", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["preflight", "inventory", "files:file:_files",
-                                        "shipped:shipped rulebook:(gpu-node-preflight upgrade-gpu-version)"]
+                                        "shipped:shipped rulebook:(gpu-node-preflight upgrade-gpu-version upgrade-python-deps)"]

@@ -37,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="exit 1 when a phase ends WARN (default: warnings are reported and exit 0)")
     p.add_argument("--allow-stale-facts", action="store_true",
                    help="evaluate --facts collected with other probe kinds or parameters (recorded in the trace)")
+    p.add_argument("--keep-facts", action="store_true",
+                   help="also write the facts snapshot evaluated over as facts.json in --out (listed in its "
+                        "manifest), so a later run can read it with --baseline")
+    p.add_argument("--baseline", type=Path, metavar="DIR",
+                   help="an earlier evaluation's --out folder, readable in checks as `baseline` (its verdict, "
+                        "phase statuses and, when kept with --keep-facts, its facts); recorded in the trace")
     p.add_argument("--no-timestamp", action="store_true",
                    help="omit generated_at so the trace is byte-for-byte reproducible")
     p.set_defaults(func=run)
@@ -66,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
     options = format_options(args, formats)
     waivers = _waivers(args.waivers, args.as_of)  # checked before any probe runs
+    baseline = None
+    if args.baseline is not None:
+        from policyrun.baseline import load_baseline
+
+        baseline = load_baseline(args.baseline)  # checked before any probe runs
     notes: dict[str, object] = {}
     if args.facts:
         facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
@@ -77,14 +88,25 @@ def run(args: argparse.Namespace) -> int:
 
         facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent,
                         locations=check_locations(rb))
+    kept = None
+    if args.keep_facts:
+        # Evaluated over the snapshot exactly as written (secret inputs masked, as `collect -o` writes
+        # it; keys in the file's order), so the trace's facts_sha256 is the kept file's digest and a
+        # later --baseline or verify can check one against the other.
+        from policyrun.facts import FactsSnapshot
+        from policyrun.inputs import mask_snapshot
+
+        kept = mask_snapshot(facts, rb.model, inputs).to_json()
+        facts = FactsSnapshot.model_validate_json(kept)
     trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
-                     fail_on_warn=args.fail_on == "warn", waivers=waivers)
+                     fail_on_warn=args.fail_on == "warn", waivers=waivers, baseline=baseline)
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
     from policyrun.render import rulebook_context
 
     written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
-                        context=rulebook_context(rb.model))
+                        context=rulebook_context(rb.model),
+                        extra={"facts.json": kept} if kept is not None else None)
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)

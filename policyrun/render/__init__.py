@@ -158,16 +158,17 @@ def rulebook_context(rulebook: Rulebook) -> dict[str, Any]:
 
 def write_run(trace: Trace, formats: Iterable[str], out_dir: Path, *,
               rulebook_templates: Mapping[str, Path] | None = None, options: ReportOptions | None = None,
-              context: Mapping[str, Any] | None = None) -> list[Path]:
-    """What `evaluate --out DIR` writes: trace.json and the requested reports, rendered first and
-    then written together under the folder's lock, followed by manifest.json listing them."""
+              context: Mapping[str, Any] | None = None, extra: Mapping[str, str] | None = None) -> list[Path]:
+    """What `evaluate --out DIR` writes: trace.json and the requested reports (and `extra` files,
+    e.g. facts.json with --keep-facts), rendered first and then written together under the
+    folder's lock, followed by manifest.json listing them."""
     from policyrun.outfiles import write_files
 
     text = trace.to_json()
     _check_readable(text)
     files = {"trace.json": text,
              **render_reports(trace, formats, rulebook_templates=rulebook_templates, options=options,
-                              context=context)}
+                              context=context), **(extra or {})}
     return write_files(out_dir, files, code="U007", fix="choose another --out folder", manifest=True)
 
 
