@@ -239,7 +239,7 @@ def run_command(session: Session, command: str) -> str:
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(command, shell=True, cwd=session.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env={**os.environ, **ENV, **env, "PATH": path, "PYTHONPATH": pythonpath},
-                          text=True, timeout=120)
+                          text=True, timeout=600)
     return proc.stdout
 
 

@@ -34,7 +34,7 @@ def test_lint_does_not_build_the_full_parser(tmp_path: Path) -> None:
     rb.write_text("policyrun: 1\nname: x\nmodes:\n  a: {phases: [P]}\nphases:\n  - {id: P}\n")
     code = ("import sys; from policyrun.cli import main; rc = main(['lint', sys.argv[1]]); "
             "print(sorted(m for m in sys.modules if m.startswith(('shtab', 'policyrun.commands.'))))")
-    proc = subprocess.run([sys.executable, "-c", code, str(rb)], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", code, str(rb)], capture_output=True, text=True, timeout=600,
                           env={"POLICYRUN_NO_CACHE": "1", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['policyrun.commands.lint']"
@@ -81,7 +81,7 @@ def test_bash_completes_rulebook_names_modes_probe_kinds_and_formats(tmp_path: P
                  "complete -p policyrun >/dev/null || exit 9; "
                  f"COMP_WORDS=(policyrun {words_text}); COMP_CWORD={len(words)}; "
                  "_shtab_policyrun; printf '%s\\n' \"${COMPREPLY[@]}\"")
-        proc = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        proc = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         return [line for line in proc.stdout.splitlines() if line]
 
@@ -152,7 +152,7 @@ def test_fish_completes_rulebook_names_modes_and_probe_kinds(tmp_path: Path, cap
 
     def complete(line: str) -> list[str]:
         code = f"function policyrun; '{sys.executable}' -m policyrun $argv; end; source {path}; complete -C '{line}'"
-        proc = subprocess.run(["fish", "--no-config", "-c", code], capture_output=True, text=True, timeout=120,
+        proc = subprocess.run(["fish", "--no-config", "-c", code], capture_output=True, text=True, timeout=600,
                               cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         return [row.split("\t")[0] for row in proc.stdout.splitlines()]
@@ -169,7 +169,7 @@ def test_zsh_functions_offer_rulebook_names_and_modes(tmp_path: Path, capsys: py
     code = (f"policyrun() {{ '{sys.executable}' -m policyrun \"$@\" }}; compadd() {{ print -l -- ${{(P)2}} }}; "
             f"_alternative() {{ print -l -- \"$@\" }}; _arguments() {{ }}; source {path}; "
             "words=(policyrun evaluate gpu-node-preflight --mode ''); CURRENT=5; _policyrun_modes; _policyrun_rulebooks")
-    proc = subprocess.run(["zsh", "-f", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(["zsh", "-f", "-c", code], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["preflight", "inventory", "files:file:_files",
                                         "shipped:shipped rulebook:(gpu-node-preflight upgrade-gpu-version upgrade-python-deps)"]

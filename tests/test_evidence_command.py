@@ -50,7 +50,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
     would change the provenance other tests compare)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "policyrun", *argv], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=600)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -58,7 +58,7 @@ def policyrun(cwd: Path, *argv: str, repos: tuple[Path, ...]) -> subprocess.Comp
     before = [_repo_state(r) for r in repos]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
     proc = subprocess.run([sys.executable, "-m", "policyrun", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)
     after = [_repo_state(r) for r in repos]
     for repo, b, a in zip(repos, before, after, strict=True):
         assert a[0] == b[0], f"git status of {repo} changed:\n{b[0]}\n---\n{a[0]}"

@@ -120,7 +120,7 @@ def test_junit_from_a_real_pytest_run(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "--continue-on-collection-errors", "-o", "junit_family=xunit1",
                            f"--junitxml={report}", str(work)],
-                          capture_output=True, text=True, cwd=work, timeout=120)
+                          capture_output=True, text=True, cwd=work, timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # failures present, as intended
     v = _run(tmp_path, path="report.xml")
     _check_pytest_sample(v, "test_sample", "test_broken.py::test_broken")
@@ -325,7 +325,7 @@ def test_collection_skip_from_a_real_pytest_run(tmp_path: Path) -> None:
     (work / "test_ok.py").write_text("def test_ok():\n    assert False, 'boom'\n")
     report = tmp_path / "report.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    str(work)], capture_output=True, text=True, cwd=work, timeout=120)
+                    str(work)], capture_output=True, text=True, cwd=work, timeout=600)
     v = _run(tmp_path, path="report.xml")
     reason = "could not import 'does_not_exist_module': No module named 'does_not_exist_module'"
     assert v["totals"]["skipped"] == 1 and v["totals"]["collection_skipped"] == 1
@@ -547,7 +547,7 @@ def test_the_documented_conftest_records_the_commit(tmp_path: Path) -> None:
     repo.write("tests/test_a.py", "def test_a():\n    assert True\n")
     head = repo.commit("plugin")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=unit.xml",
-                           "tests"], cwd=repo.path, capture_output=True, text=True, timeout=120)
+                           "tests"], cwd=repo.path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     f = _run(repo.path, path="unit.xml")["files"][0]
     assert (f["commit"], f["commit_source"]) == (head, "property")
