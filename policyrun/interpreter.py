@@ -93,10 +93,13 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     selected = _mode_selection(ctx)
     records: list[Rec] = []
     by_id: dict[str, Rec] = {}
+    first_block: str | None = None  # what the first phase run in this mode that did not pass says
     for phase in rulebook.phases:
-        record = _phase(ctx, phase, selected, by_id)
+        record = _phase(ctx, phase, selected, by_id, first_block)
         records.append(record)
         by_id[phase.id] = record
+        if first_block is None and selected.phases.get(phase.id) is None:
+            first_block = _blocks(phase.id, record, selected)
         phases_var[phase.id] = {"status": record["status"], "reason": record["reason"]}
     _next_actions(ctx, records, selected)
     exit_code = _exit_code(records, selected, fail_on_warn)
@@ -151,7 +154,8 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 
 # --- one phase --------------------------------------------------------------------------------
 
-def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> Rec:
+def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec],
+           first_block: str | None) -> Rec:
     loc = ctx.locations.get(f"phase.{phase.id}")
 
     def record(status: str, reason: str, checks: list[Rec], blocker: str | None = None,
@@ -167,7 +171,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
     if skipped is not None:
         return record("SKIPPED", skipped, mode_check)
 
-    gate = _gate(ctx, phase, sel, done)
+    gate = _gate(ctx, phase, sel, done, first_block)
     if gate is not None:
         return record("SKIPPED", gate, mode_check)
 
@@ -360,24 +364,30 @@ def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | 
     return interpolate_text(template, variables)
 
 
-def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec]) -> str | None:
-    """Why an earlier required phase keeps this one from starting, or None."""
+def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec],
+          first_block: str | None) -> str | None:
+    """Why an earlier required phase keeps this one from starting, or None. `first_block` is what
+    the first earlier phase that ran in this mode and did not pass says (kept by the caller as the
+    phases are recorded, so sequential gating costs one look per phase, not one per earlier phase)."""
     if phase.requires is None:
-        independent = ctx.rulebook.modes[ctx.mode].gating == "independent"
-        required = [] if independent else [pid for pid in done if sel.phases.get(pid) is None]
-    else:
-        required = [pid for pid in phase.requires if pid in done]
-    for pid in required:
-        status, reason = done[pid]["status"], done[pid]["reason"]
-        if status in PASSING:
-            continue
-        if status == "SKIPPED" and sel.phases.get(pid) is not None:
-            continue  # deliberately not run in this mode; nothing to wait for
-        if status == "SKIPPED":
-            # Name the phase at the root of the chain, not the intermediate skip.
-            return reason if reason.startswith("gated by ") else f"gated by {pid}=SKIPPED ({reason})"
-        return f"gated by {pid}={status}"
+        return None if ctx.rulebook.modes[ctx.mode].gating == "independent" else first_block
+    for pid in phase.requires:
+        if pid in done and (block := _blocks(pid, done[pid], sel)) is not None:
+            return block
     return None
+
+
+def _blocks(pid: str, rec: Rec, sel: Selection) -> str | None:
+    """How a recorded phase gates the phases that require it: None when it lets them start."""
+    status, reason = rec["status"], rec["reason"]
+    if status in PASSING:
+        return None
+    if status == "SKIPPED" and sel.phases.get(pid) is not None:
+        return None  # deliberately not run in this mode; nothing to wait for
+    if status == "SKIPPED":
+        # Name the phase at the root of the chain, not the intermediate skip.
+        return reason if reason.startswith("gated by ") else f"gated by {pid}=SKIPPED ({reason})"
+    return f"gated by {pid}={status}"
 
 
 def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> MissingPolicy:
@@ -391,11 +401,11 @@ def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> Mis
 
 def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
     runnable = [r["phase"] for r in records if sel.phases.get(r["phase"]) is None]
+    phases = {p.id: p for p in ctx.rulebook.phases}  # not rulebook.phase(): one scan per phase
     for rec in records:
         if rec["next_allowed_action"]:
             continue  # the deciding check named its own
-        phase = ctx.rulebook.phase(rec["phase"])
-        assert phase is not None
+        phase = phases[rec["phase"]]
         template = phase.next.get(rec["status"])
         rec["next_allowed_action"] = (interpolate_text(template, ctx.variables) if template
                                       else _default_action(ctx, rec, runnable, sel))
