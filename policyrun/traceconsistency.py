@@ -32,7 +32,7 @@ FAILING = ("FAIL", "BLOCKED", "STOPPED")
 SEVERITY = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 # Results from which each kind of check may impose a status (rule 2).
 _MAY_IMPOSE = {"evidence": {"UNSATISFIED", "UNKNOWN"}, "precondition": {"UNSATISFIED", "UNKNOWN"},
-               "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}}
+               "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}, "template": {"UNKNOWN"}}
 
 
 def inconsistencies(trace: Trace) -> list[str]:
