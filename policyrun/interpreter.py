@@ -468,7 +468,10 @@ def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection
             rec["blockers"].append(check["message"])
         rec["status"], rec["blocker"] = "BLOCKED", check["message"]
         rec["reason"] = f"{check['id']} needs a value that could not be computed"
-        rec["next_allowed_action"] = _default_action(ctx, rec, runnable, sel)
+        blocked = phase.next.get("BLOCKED")
+        blocked_text, blocked_unavailable = render(ctx, blocked) if blocked else ("", [""])
+        rec["next_allowed_action"] = blocked_text if not blocked_unavailable \
+            else _default_action(ctx, rec, runnable, sel)
         return
     rec["next_allowed_action"] = text
 
