@@ -8,8 +8,8 @@ never happened. `load_trace` refuses such a trace (T005, listing every inconsist
 The rules (docs/security.md repeats them):
 1. phase ids are unique;
 2. a check imposes a status only from a result that can: evidence and preconditions when
-   UNSATISFIED or UNKNOWN, stop conditions when SATISFIED or UNKNOWN, mode selection when UNKNOWN;
-   NOT_APPLICABLE and NOT_EVALUATED never;
+   UNSATISFIED or UNKNOWN, stop conditions when SATISFIED or UNKNOWN, mode selection and template
+   checks when UNKNOWN; NOT_APPLICABLE and NOT_EVALUATED never;
 3. no check imposes a status more severe than its phase's (STOPPED > BLOCKED > FAIL > WARN > PASS,
    SKIPPED): a PASS phase has no check that imposed FAIL;
 4. a WARN, FAIL, BLOCKED or STOPPED phase has a check that imposed exactly that status, and a blocker;
