@@ -35,6 +35,7 @@ from policyrun.expreval import summarise as _summarise
 from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
+from policyrun.headline import headline
 from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
@@ -99,6 +100,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
         records.append(record)
         by_id[phase.id] = record
         phases_var[phase.id] = {"status": record["status"], "reason": record["reason"]}
+    _settled_next_actions(records, runnable)
     exit_code = _exit_code(records, selected, fail_on_warn)
     verdict = _verdict(ctx, records, exit_code)
     backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
@@ -474,6 +476,21 @@ def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection
             else _default_action(ctx, rec, runnable, sel)
         return
     rec["next_allowed_action"] = text
+    rec["_templated"] = True
+
+
+def _settled_next_actions(records: list[Rec], runnable: list[str]) -> None:
+    """A passing phase whose next runnable phase passed too has nothing left to do: its own `next` text
+    (written for the moment it is the last phase passed, "classify all 31 rows") would send an agent
+    back to work already done. Its action becomes "none", naming the phase that carries on."""
+    by_id = {r["phase"]: r for r in records}
+    for rec in records:
+        pid = rec["phase"]
+        if not rec.pop("_templated", False) or rec["status"] not in PASSING or pid not in runnable:
+            continue
+        later = runnable[runnable.index(pid) + 1:]
+        if later and by_id[later[0]]["status"] in PASSING:
+            rec["next_allowed_action"] = f"none: {later[0]} has passed too; see the first phase that has not"
 
 
 def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
@@ -491,6 +508,8 @@ def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Select
         return f"fix what {pid} reports, then evaluate again"
     if status == "STOPPED":
         return "stop here and report the decision the blocker asks for"
+    if any(c["outcome"] == "FAIL" for c in rec["evidence"]):
+        return f"fix the failures {pid} reports first, then resolve its blocker and evaluate again"
     return f"resolve {pid}'s blocker, then evaluate again"
 
 
@@ -530,5 +549,6 @@ def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
             f", with warnings in {', '.join(warned)}" if warned else "")
         return {"id": "complete", "summary": summary, "conditions": tried}
     first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED", "WARN"))
-    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}",
+    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {headline(first)}",
             "conditions": tried}
+
