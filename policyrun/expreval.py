@@ -211,13 +211,13 @@ def run_check(ctx: EvalContext, source: str, key: str, violations: list[Any] | N
     return CheckOutcome("SATISFIED" if outcome.value else "UNSATISFIED", reads, fact_ids, None)
 
 
-def run_value(ctx: EvalContext, source: str, key: str) -> ValueOutcome:
+def run_value(ctx: EvalContext, source: str, key: str, violations: list[Any] | None = None) -> ValueOutcome:
     compiled, reads, fact_ids, stop = _prepare(ctx, source, key, condition=False)
     if stop is not None or compiled is None:
         message, error = stop or ("expression error", True)
         return ValueOutcome(None, reads, fact_ids, message, error)
     # Derived values are computed before the shared activation exists (it holds them).
-    outcome = evaluate(compiled, ctx.variables) if ctx.activation is None else _eval(ctx, compiled, None)
+    outcome = evaluate(compiled, ctx.variables) if ctx.activation is None else _eval(ctx, compiled, violations)
     if not outcome.ok:
         missing = [r for r in reads if r.get("missing")]
         if missing and outcome.kind in ("missing_key", "error"):

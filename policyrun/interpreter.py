@@ -26,7 +26,7 @@ from typing import Any
 
 from policyrun.derive import Budget, derive_values
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
-from policyrun.expr import interpolate_text, make_activation
+from policyrun.expr import ExprError, bounded_text, make_activation, render_value, split_template
 from policyrun.expreval import CheckOutcome, EvalContext, Rec, fact_status_of
 from policyrun.expreval import record_check as _record
 from policyrun.expreval import run_check as _run_check
@@ -35,6 +35,7 @@ from policyrun.expreval import summarise as _summarise
 from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
+from policyrun.headline import headline
 from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
@@ -93,15 +94,20 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     selected = _mode_selection(ctx)
     records: list[Rec] = []
     by_id: dict[str, Rec] = {}
+    runnable = [p.id for p in rulebook.phases if selected.phases.get(p.id) is None]
+    phases_by_id = {p.id: p for p in rulebook.phases}  # not rulebook.phase(): one scan per phase
     first_block: str | None = None  # what the first phase run in this mode that did not pass says
     for phase in rulebook.phases:
         record = _phase(ctx, phase, selected, by_id, first_block)
+        # The next action is decided with the phase, before later phases read its status: a next
+        # action that needs a value without one blocks the phase (docs/semantics.md).
+        _next_action(ctx, record, runnable, selected, phases_by_id[phase.id])
         records.append(record)
         by_id[phase.id] = record
         if first_block is None and selected.phases.get(phase.id) is None:
             first_block = _blocks(phase.id, record, selected)
         phases_var[phase.id] = {"status": record["status"], "reason": record["reason"]}
-    _next_actions(ctx, records, selected)
+    _settled_next_actions(records, runnable)
     exit_code = _exit_code(records, selected, fail_on_warn)
     verdict = _verdict(ctx, records, exit_code)
     backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
@@ -187,7 +193,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.check, outcome, key)
         checks.append(rec)
         if outcome.result != "SATISFIED":
-            msg = cond.message and interpolate_text(cond.message, ctx.variables)
+            msg = cond.message and _render_message(ctx, cond.message, rec)
             rec["message"] = msg or f"precondition not met: {cond.check}" + (
                 f" ({outcome.message})" if outcome.message else "")
             rec["outcome"] = "BLOCKED"
@@ -202,12 +208,12 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome, key)
         checks.append(rec)
         if outcome.result == "SATISFIED":
-            rec["message"] = interpolate_text(stop.blocker, ctx.variables)
+            rec["message"] = _render_message(ctx, stop.blocker, rec)
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
-            rec["outcome"] = stop.status
-            stopped = (stop.status, f"stop condition {stop.id or stop.when!r} holds", rec["message"],
-                       _check_next(ctx, stop.next))
+            rec["outcome"] = _at_least_blocked(stop.status) if rec.get("_unavailable") else stop.status
+            stopped = (rec["outcome"], f"stop condition {stop.id or stop.when!r} holds", rec["message"],
+                       _check_next(ctx, stop.next, None, rec))
             break
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
@@ -215,15 +221,16 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
                 rec["outcome"] = policy
                 rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
                 stopped = (policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
-                           rec["message"], _check_next(ctx, stop.next))
+                           rec["message"], _check_next(ctx, stop.next, None, rec))
                 break
 
-    # (severity, deciding record, its next action, its violations: the next action may read them)
-    worst: tuple[int, Rec, str | None, list[Any] | None] | None = None
+    # (severity, deciding record, its next action, rendered with its violations bound)
+    worst: tuple[int, Rec, str | None] | None = None
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
         violations = rec.pop("_violations", None)
+        own_next = _check_next(ctx, ev.next, violations, rec) if rec["outcome"] is not None else None
         if stopped is not None:
             # Recorded with its result and message, but it imposes nothing: the stop condition
             # decided the status (so no check outranks the phase it belongs to).
@@ -233,7 +240,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
-            worst = (SEVERITY[status], rec, ev.next, violations)
+            worst = (SEVERITY[status], rec, own_next)
     if stopped is not None:
         return record(stopped[0], stopped[1], checks, stopped[2], stopped[3])
     waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
@@ -243,7 +250,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         status = worst[1]["outcome"]
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
         return record(status, f"evidence {', '.join(failing)}{waived_note}", checks, worst[1]["message"],
-                      _check_next(ctx, worst[2], worst[3]))
+                      worst[2])
     unknown = [c["id"] for c in checks if c["kind"] == "evidence" and c["result"] == "UNKNOWN" and not c["outcome"]
                and not c.get("waiver")]
     reason = "all evidence satisfied" if not unknown else \
@@ -335,9 +342,10 @@ def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violatio
     """The status an evidence check imposes on its phase, and its message."""
     if outcome.result == "UNSATISFIED":
         rec["outcome"] = ev.on_fail
-        variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
         if ev.message:
-            rec["message"] = interpolate_text(ev.message, variables)
+            rec["message"] = _render_message(ctx, ev.message, rec, violations)
+            if rec.get("_unavailable"):
+                rec["outcome"] = _at_least_blocked(ev.on_fail)
         elif violations is not None:
             rec["message"] = f"{ev.id}: {_render_violations(violations)}"
         else:
@@ -356,12 +364,61 @@ def _render_violations(violations: list[Any]) -> str:
     return bounded_text("; ".join(render_value(v) for v in violations))
 
 
-def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None = None) -> str | None:
-    """A check's own next action, with its `violations` bound as in its message."""
+def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None, rec: Rec) -> str | None:
+    """A check's own next action, with its `violations` bound as in its message. One that needs a
+    value without one makes the check impose BLOCKED at least, its message naming the value."""
     if not template:
         return None
-    variables = ctx.variables if violations is None else {**ctx.variables, "violations": violations}
-    return interpolate_text(template, variables)
+    text, unavailable = render(ctx, template, violations)
+    if unavailable and rec["outcome"] is not None:
+        rec["outcome"] = _at_least_blocked(rec["outcome"])
+        rec["message"] = f"{rec['message']} [its next action {_unavailable_note(unavailable)}]"
+    return text
+
+
+# --- templates (messages, next actions, verdict summaries) -------------------------------------
+
+def render(ctx: EvalContext, template: str, violations: list[Any] | None = None) -> tuple[str, list[str]]:
+    """A template's text, and one line per `${...}` that has no value (`expr: why`). The text shows
+    such an expression as `<?expr: unavailable>`; the caller blocks on the list (docs/semantics.md,
+    "Values a template needs")."""
+    parts: list[str] = []
+    unavailable: list[str] = []
+    for seg in split_template(template):
+        if not seg.is_expr:
+            parts.append(seg.text)
+            continue
+        expr = seg.text.strip()
+        try:
+            found = _run_value(ctx, expr, f"template:{expr}", violations)
+        except ExprError as exc:  # lint rejects these; guard so evaluation never crashes
+            found_message: str | None = exc.message
+        else:
+            if found.ok:
+                parts.append(bounded_text(render_value(found.value)))
+                continue
+            found_message = found.message
+        parts.append(f"<?{expr}: unavailable>")
+        unavailable.append(f"{expr}: {found_message or 'unavailable'}")
+    return "".join(parts), unavailable
+
+
+def _unavailable_note(unavailable: list[str]) -> str:
+    return "needs a value that could not be computed: " + "; ".join(bounded_text(u) for u in unavailable)
+
+
+def _render_message(ctx: EvalContext, template: str, rec: Rec, violations: list[Any] | None = None) -> str:
+    """A check's message; one that needs a value without one is marked on the record (the check
+    then imposes BLOCKED at least) and says which value and why."""
+    text, unavailable = render(ctx, template, violations)
+    if not unavailable:
+        return text
+    rec["_unavailable"] = True
+    return f"{text} [this message {_unavailable_note(unavailable)}]"
+
+
+def _at_least_blocked(status: str) -> str:
+    return status if SEVERITY.get(status, 0) >= SEVERITY["BLOCKED"] else "BLOCKED"
 
 
 def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec],
@@ -399,16 +456,55 @@ def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> Mis
 
 # --- after all phases -------------------------------------------------------------------------
 
-def _next_actions(ctx: EvalContext, records: list[Rec], sel: Selection) -> None:
-    runnable = [r["phase"] for r in records if sel.phases.get(r["phase"]) is None]
-    phases = {p.id: p for p in ctx.rulebook.phases}  # not rulebook.phase(): one scan per phase
+def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection, phase: Phase) -> None:
+    """The phase's next action, unless its deciding check named one. A `next:` template that needs a
+    value without one makes a phase that ran BLOCKED, through a `template` check naming the value:
+    an agent must never act on an action with a hole in it."""
+    for chk in rec["evidence"]:
+        chk.pop("_unavailable", None)
+    if rec["next_allowed_action"]:
+        return
+    template = phase.next.get(rec["status"])
+    if not template:
+        rec["next_allowed_action"] = _default_action(ctx, rec, runnable, sel)
+        return
+    text, unavailable = render(ctx, template)
+    if unavailable and rec["status"] in ("PASS", "WARN", "FAIL"):
+        key = f"phase.{phase.id}.next.{rec['status']}"
+        check = _record(ctx, f"next:{rec['status']}", "template", template,
+                        CheckOutcome("UNKNOWN", [], [], None), key)
+        check["unknown"] = "missing"
+        check["outcome"] = "BLOCKED"
+        check["message"] = f"the {rec['status']} next action of {phase.id} {_unavailable_note(unavailable)}"
+        rec["evidence"].append(check)
+        if rec["status"] != "PASS" and rec["blocker"]:
+            rec["blockers"] = rec["blockers"] or [rec["blocker"]]
+            rec["blockers"].append(check["message"])
+        rec["status"], rec["blocker"] = "BLOCKED", check["message"]
+        rec["reason"] = f"{check['id']} needs a value that could not be computed"
+        blocked = phase.next.get("BLOCKED")
+        blocked_text, blocked_unavailable = render(ctx, blocked) if blocked else ("", [""])
+        rec["next_allowed_action"] = blocked_text if not blocked_unavailable \
+            else _default_action(ctx, rec, runnable, sel)
+        return
+    rec["next_allowed_action"] = text
+    rec["_templated"] = True
+
+
+def _settled_next_actions(records: list[Rec], runnable: list[str]) -> None:
+    """A passing phase whose next runnable phase passed too has nothing left to do: its own `next` text
+    (written for the moment it is the last phase passed, "classify all 31 rows") would send an agent
+    back to work already done. Its action becomes "none", naming the phase that carries on."""
+    by_id = {r["phase"]: r for r in records}
+    position = {pid: i for i, pid in enumerate(runnable)}  # not runnable.index(): one scan per phase
     for rec in records:
-        if rec["next_allowed_action"]:
-            continue  # the deciding check named its own
-        phase = phases[rec["phase"]]
-        template = phase.next.get(rec["status"])
-        rec["next_allowed_action"] = (interpolate_text(template, ctx.variables) if template
-                                      else _default_action(ctx, rec, runnable, sel))
+        pid = rec["phase"]
+        if not rec.pop("_templated", False) or rec["status"] not in PASSING or pid not in position:
+            continue
+        following = position[pid] + 1
+        if following < len(runnable) and by_id[runnable[following]]["status"] in PASSING:
+            nxt = runnable[following]
+            rec["next_allowed_action"] = f"none: {nxt} has passed too; see the first phase that has not"
 
 
 def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
@@ -426,6 +522,8 @@ def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Select
         return f"fix what {pid} reports, then evaluate again"
     if status == "STOPPED":
         return "stop here and report the decision the blocker asks for"
+    if any(c["outcome"] == "FAIL" for c in rec["evidence"]):
+        return f"fix the failures {pid} reports first, then resolve its blocker and evaluate again"
     return f"resolve {pid}'s blocker, then evaluate again"
 
 
@@ -451,7 +549,13 @@ def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
         outcome = _run_check(ctx, verdict.when, key)
         tried.append(_record(ctx, verdict.id, "verdict", verdict.when, outcome, key))
         if outcome.result == "SATISFIED":
-            return {"id": verdict.id, "summary": interpolate_text(verdict.summary, ctx.variables),
+            summary, unavailable = render(ctx, verdict.summary)
+            if unavailable:
+                # A verdict that cannot state itself is not given: the search goes on, and the
+                # condition records why this one was passed over.
+                tried[-1]["message"] = f"its summary {_unavailable_note(unavailable)}"
+                continue
+            return {"id": verdict.id, "summary": summary,
                     "expression": verdict.when, "conditions": tried}
     warned = [r["phase"] for r in records if r["status"] == "WARN"]
     if exit_code == EXIT_OK:
@@ -459,5 +563,6 @@ def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
             f", with warnings in {', '.join(warned)}" if warned else "")
         return {"id": "complete", "summary": summary, "conditions": tried}
     first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED", "WARN"))
-    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {first['blocker']}",
+    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {headline(first)}",
             "conditions": tried}
+

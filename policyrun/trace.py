@@ -19,7 +19,7 @@ from policyrun.model import Status
 
 TRACE_FORMAT = 1
 
-CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict"]
+CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict", "template"]
 CheckResult = Literal["SATISFIED", "UNSATISFIED", "UNKNOWN", "NOT_APPLICABLE", "NOT_EVALUATED"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -8,8 +8,8 @@ never happened. `load_trace` refuses such a trace (T005, listing every inconsist
 The rules (docs/security.md repeats them):
 1. phase ids are unique;
 2. a check imposes a status only from a result that can: evidence and preconditions when
-   UNSATISFIED or UNKNOWN, stop conditions when SATISFIED or UNKNOWN, mode selection when UNKNOWN;
-   NOT_APPLICABLE and NOT_EVALUATED never;
+   UNSATISFIED or UNKNOWN, stop conditions when SATISFIED or UNKNOWN, mode selection and template
+   checks when UNKNOWN; NOT_APPLICABLE and NOT_EVALUATED never;
 3. no check imposes a status more severe than its phase's (STOPPED > BLOCKED > FAIL > WARN > PASS,
    SKIPPED): a PASS phase has no check that imposed FAIL;
 4. a WARN, FAIL, BLOCKED or STOPPED phase has a check that imposed exactly that status, and a blocker;
@@ -32,7 +32,7 @@ FAILING = ("FAIL", "BLOCKED", "STOPPED")
 SEVERITY = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 # Results from which each kind of check may impose a status (rule 2).
 _MAY_IMPOSE = {"evidence": {"UNSATISFIED", "UNKNOWN"}, "precondition": {"UNSATISFIED", "UNKNOWN"},
-               "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}}
+               "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}, "template": {"UNKNOWN"}}
 
 
 def inconsistencies(trace: Trace) -> list[str]:

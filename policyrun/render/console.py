@@ -11,8 +11,9 @@ from policyrun.model import worst_status
 import sys
 from typing import TextIO
 
+from policyrun.headline import headline
 from policyrun.render.safetext import escape_ci_commands, escape_controls, json_controls
-from policyrun.trace import Trace
+from policyrun.trace import PhaseRecord, Trace
 
 _STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
            "SKIPPED": "dim"}
@@ -23,9 +24,16 @@ def verdict_line(trace: Trace) -> str:
     return escape_controls(f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})")
 
 
+def phase_headline(phase: PhaseRecord) -> str:
+    """The REASON column: the blocker, with a BLOCKED or STOPPED phase's FAILs first
+    (policyrun.headline, which also writes the `incomplete` verdict's summary)."""
+    return headline({"status": phase.status, "blocker": phase.blocker, "reason": phase.reason,
+                     "evidence": [{"outcome": c.outcome, "message": c.message} for c in phase.evidence]})
+
+
 def _rows(trace: Trace) -> list[tuple[str, str, str, str]]:
     # Blockers and reasons quote facts: escape terminal controls before they reach the screen.
-    return [(escape_controls(p.phase), p.status, escape_controls(p.blocker or p.reason),
+    return [(escape_controls(p.phase), p.status, escape_controls(phase_headline(p)),
              escape_controls(p.next_allowed_action)) for p in trace.phases]
 
 
