@@ -23,7 +23,8 @@ from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
 # `violations` is bound only while an evidence's own check and message are evaluated, `item` only
 # while the `with:` and `key:` of a probe with `for_each` are resolved for one element.
-VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations", "item")
+# `hosts` maps a host-scoped probe id to {host label: value} (docs/semantics.md, "Hosts").
+VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "violations", "item", "hosts")
 _CONTEXTUAL = ("violations", "item")
 _ROOTS = frozenset(VARIABLES)
 

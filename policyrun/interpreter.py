@@ -77,7 +77,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers, tainted=tainted)
     phases_var: dict[str, dict[str, Any]] = {}
     ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
-                     "phases": phases_var, "derived": {}}
+                     "phases": phases_var, "derived": {}, "hosts": facts.host_values()}
     derived = derive_values(ctx, budget=Budget())
     # Facts whose probes' parameters read a derived value this evaluation could not compute were
     # taken out of `facts` by the derive stage (ctx.tainted): no check can pass on them.

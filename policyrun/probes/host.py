@@ -277,6 +277,7 @@ def _run_captured(exe: str, argv: list[str], *, cwd: str, env: Mapping[str, str]
 
 class CommandProbe:
     kind = "command"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = ("Run a program (argv list, no shell) in an empty directory with an allow-listed environment: exit code, "
                "signal, timeout, head and tail of stdout and stderr. Side effect exec.")
     params_schema: Mapping[str, Any] = _COMMAND_PARAMS
@@ -376,6 +377,7 @@ def _compile_re2(pattern: str, param: str, code: str) -> Any:
 
 class EnvProbe:
     kind = "env"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Environment variables policyrun runs with: set or not, value (secrets masked), length."
     params_schema: Mapping[str, Any] = _ENV_PARAMS
     fact_schema: Mapping[str, Any] = _ENV_FACT
