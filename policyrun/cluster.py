@@ -21,6 +21,7 @@ from policyrun.model import Rulebook
 
 # Ray's own start-up, scheduling and result transfer, on top of the probes' timeouts.
 MARGIN_S = 60.0
+CONNECT_S = 10.0  # to open a TCP connection to the cluster's address
 
 
 def _node_collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], base_dir: str,
@@ -69,6 +70,8 @@ def collect_cluster(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *,
     err = stream or sys.stderr
     started = utc_now()
     if not ray.is_initialized():
+        if address:
+            _reachable(address)
         try:
             ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False,
                      include_dashboard=False)
@@ -124,6 +127,19 @@ def collect_cluster(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *,
                           for pid, f in snap.facts.items() if pid in scoped}
     return cell({pid: f for pid, f in run_facts.items() if pid not in scoped}, hosts, per_host,
                 collected_at=started, rulebook=rulebook.name, mode=mode)
+
+
+def _reachable(address: str) -> None:
+    """Ray keeps retrying an address where nothing listens; a plain TCP connect says so at once."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_S):
+            return
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--cluster ray={address}: cannot connect to a Ray cluster ({exc}); start one "
+                         "(ray start --head) or pass its address as HOST:PORT", code="U051") from None
 
 
 def _unreachable(rulebook: Rulebook, pid: str, node: str, why: str) -> Fact:
