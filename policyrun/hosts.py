@@ -16,7 +16,7 @@ from policyrun.facts import Fact, FactsSnapshot, HostInfo, with_hosts
 from policyrun.model import Rulebook
 from policyrun.probes.registry import scope_of
 
-_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:")
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def host_probes(rulebook: Rulebook, mode: str) -> set[str]:
@@ -28,7 +28,7 @@ def host_probes(rulebook: Rulebook, mode: str) -> set[str]:
 def check_label(label: str) -> str:
     # Labels appear in messages, map keys and file names of a cell: keep them plain.
     if not label or len(label) > 128 or not set(label) <= _LABEL_CHARS:
-        raise UsageError(f"--host-label {label!r}: use 1 to 128 letters, digits, '.', '_', '-' or ':'",
+        raise UsageError(f"--host-label {label!r}: use 1 to 128 letters, digits, '.', '_' or '-'",
                          code="U003")
     return label
 
