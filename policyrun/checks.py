@@ -292,7 +292,7 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
             _ref(rb, sink, site, "item", "L041", "reads `item`, which only the `with:` and `key:` of a probe with "
                  "`for_each` can read (it is the element that run is for)")
         if site.probe_when:
-            late = sorted(r for r in compiled.roots & {"facts", "derived", "phases"}) or \
+            late = sorted(r for r in compiled.roots & {"facts", "derived", "phases", "hosts"}) or \
                 (["facts"] if compiled.fact_status else [])
             if late:
                 _ref(rb, sink, site, late[0], "L040", f"a probe's `when` reads {late[0]}, but it is decided before "
@@ -323,6 +323,11 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
                 used_probes.add(name)
                 if name not in model.probes:
                     _ref(rb, sink, site, read, "L003", f"reads facts.{name}, but no probe {name!r} is declared"
+                         f"{_hint(name, list(model.probes))}")
+            elif root == "hosts":
+                used_probes.add(name)
+                if name not in model.probes:
+                    _ref(rb, sink, site, read, "L003", f"reads hosts.{name}, but no probe {name!r} is declared"
                          f"{_hint(name, list(model.probes))}")
             elif root == "inputs" and name not in model.inputs:
                 _ref(rb, sink, site, read, "L001", f"reads undeclared input {name!r}{_hint(name, list(model.inputs))}")

@@ -23,8 +23,9 @@ from policyrun.functions import LIMIT_MARKER, UNKNOWN_MARKER
 
 # `violations` is bound only while an evidence's own check and message are evaluated, `item` only
 # while the `with:` and `key:` of a probe with `for_each` are resolved for one element. `baseline`
-# is an earlier evaluation (`evaluate --baseline DIR`), an empty map without one.
-VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "baseline", "violations", "item")
+# is an earlier evaluation (`evaluate --baseline DIR`), an empty map without one. `hosts` maps a
+# host-scoped probe id to {host label: value} (docs/semantics.md, "Hosts").
+VARIABLES = ("facts", "inputs", "vars", "mode", "phases", "derived", "baseline", "violations", "item", "hosts")
 _CONTEXTUAL = ("violations", "item")
 _ROOTS = frozenset(VARIABLES)
 

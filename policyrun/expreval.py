@@ -15,7 +15,7 @@ from typing import Any
 
 from policyrun import limits
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
-from policyrun.facts import FactsSnapshot, fact_code
+from policyrun.facts import FactsSnapshot, fact_code, host_read_error
 from policyrun.model import Rulebook
 
 Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
@@ -244,6 +244,8 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
                 return {"path": path, "missing": True, "error": f"not collected: for_each gave no element {parts[2]!r}"}
             if element.error is not None:
                 return {"path": path, "missing": True, "error": f"{element.error.code}: {element.error.message}"}
+    elif parts[0] == "hosts" and len(parts) > 1 and parts[1] not in ctx.variables.get("hosts", {}):
+        return {"path": path, "missing": True, "error": host_read_error(ctx.facts, parts[1])}
     elif parts[0] == "derived" and len(parts) > 1 and parts[1] in ctx.derived_errors:
         return {"path": path, "missing": True, "error": ctx.derived_errors[parts[1]]}
     elif parts[0] == "phases" and len(parts) > 1 and parts[1] not in ctx.variables["phases"]:

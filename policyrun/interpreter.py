@@ -79,7 +79,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     ctx = EvalContext(rulebook, mode, inputs, facts, locations or {}, waivers=waivers, tainted=tainted)
     phases_var: dict[str, dict[str, Any]] = {}
     ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(rulebook.vars), "mode": mode,
-                     "phases": phases_var, "derived": {},
+                     "phases": phases_var, "derived": {}, "hosts": facts.host_values(),
                      # An empty map without --baseline: `has(baseline.verdict)` asks whether there is one.
                      "baseline": dict(baseline or {})}
     derived = derive_values(ctx, budget=Budget())

@@ -119,6 +119,11 @@ class ProbeSpec(BaseModel):
         default=None, description="With for_each: the key of an element's value, e.g. `${item.name}` (default: "
                                   "the element itself, which must then be a string).")
     timeout_s: float = Field(default=60.0, gt=0)
+    scope: Literal["host", "run"] | None = Field(
+        default=None, description="`host`: the fact describes the host it is collected on (labelled by host; "
+                                  "collected on every node by `collect --cluster`); `run`: it describes the run "
+                                  "(collected once). Default: the probe kind's own scope (GPU, stack, process, "
+                                  "environment and command probes are `host`).")
     description: str = ""
 
     @model_validator(mode="after")

@@ -69,6 +69,10 @@ class Case(BaseModel):
     facts_files: list[str] = Field(default_factory=list, description="Snapshot files, relative to the test file, "
                                                                      "stacked after the suite's: a later file's "
                                                                      "fact replaces an earlier one's.")
+    hosts: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Host label → inline host-scoped facts by probe id (`{__error__: code}` "
+                                          "for a failed one): a cell, read through `hosts.<probe>`. With one host, "
+                                          "its facts are also `facts.<probe>`, as in a snapshot of one labelled host.")
     merge: bool | list[str] = Field(
         default=False, description="How inline facts meet the snapshot facts of the same id: false (default) "
                                    "replaces the fact; true merges every inline fact into it, a list merges "
@@ -245,6 +249,16 @@ def _inline_facts(facts: dict[str, Any], fan_outs: frozenset[str] = frozenset())
     return FactsSnapshot(facts=out)
 
 
+def _cell(facts: FactsSnapshot, hosts: dict[str, dict[str, Any]], fan_outs: frozenset[str]) -> FactsSnapshot:
+    """A case's `hosts:` as a snapshot of several hosts (policyrun.facts.with_hosts)."""
+    from policyrun.facts import HostInfo, with_hosts
+
+    per_host = {label: {pid: f.model_copy(update={"provenance": f.provenance.model_copy(update={"host": label})})
+                        for pid, f in _inline_facts(by_pid, fan_outs).facts.items()}
+                for label, by_pid in hosts.items()}
+    return with_hosts(facts.facts, {label: HostInfo(hostname=label) for label in hosts}, per_host)
+
+
 def stack_snapshots(snapshots: list[tuple[str, FactsSnapshot]]) -> dict[str, Fact]:
     """The facts of snapshot files stacked in order: the suite's `facts_files`, then the case's,
     each fact of a later file replacing the whole fact of the same probe id in an earlier one. A
@@ -334,6 +348,8 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
             fan_outs = frozenset(pid for pid, spec in rb.model.probes.items() if spec.for_each is not None)
             inline = _inline_facts(_patched(case, merged), fan_outs)
             facts = FactsSnapshot(facts=dict(sorted({**merged, **inline.facts}.items())))
+            if case.hosts:
+                facts = _cell(facts, case.hosts, fan_outs)
             mode = select_mode(rb.model, case.mode)
             inputs = resolve_inputs(rb.model, values=case.inputs)
             waivers = None

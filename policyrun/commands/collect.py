@@ -31,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="collect only this probe and the probes its parameters read (repeatable)")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="where to write the facts snapshot (default: stdout)")
+    p.add_argument("--host-label", metavar="NAME",
+                   help="label this host's facts NAME (host-scoped probes: GPUs, stack, processes, environment), so "
+                        "snapshots of several hosts merge into a cell with evaluate --facts A --facts B")
+    p.add_argument("--cluster", metavar="ray[=ADDRESS]",
+                   help="run the host-scoped probes on every alive node of an existing Ray cluster (needs the "
+                        "`cluster` extra), the others once here; each node's facts are labelled by its node id")
     p.add_argument("--json", action="store_true",
                    help="print a summary as JSON on stdout: each probe's status, error and duration, and the "
                         "snapshot's path (needs -o FILE)")
@@ -41,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.collect import NOT_APPLICABLE, collect, make_progress, plan, unset_input_probes
     from policyrun.engine import check_locations, load_checked
     from policyrun.errors import terminal_text
+    from policyrun.facts import PER_HOST
     from policyrun.inputs import mask_snapshot, resolve_inputs, select_mode
 
     if args.json and args.output == "-":
@@ -50,8 +57,22 @@ def run(args: argparse.Namespace) -> int:
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
     only = set(args.only) or None
-    facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
-                    only=only, rulebook_dir=rb.file_of(("schemas",)).parent, locations=check_locations(rb))
+    if args.cluster is not None:
+        from policyrun.cluster import collect_cluster, parse_cluster
+
+        if args.host_label is not None or only is not None:
+            raise UsageError("--cluster labels each node by its node id and collects every probe of the mode; "
+                             "leave out --host-label and --only", code="U003")
+        facts = collect_cluster(rb.model, mode, inputs, address=parse_cluster(args.cluster), base_dir=Path.cwd(),
+                                rulebook_dir=rb.file_of(("schemas",)).parent, locations=check_locations(rb))
+    else:
+        from policyrun.hosts import check_label, label_snapshot
+
+        label = check_label(args.host_label) if args.host_label is not None else None
+        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), progress=make_progress(sys.stderr),
+                        only=only, rulebook_dir=rb.file_of(("schemas",)).parent, locations=check_locations(rb))
+        if label is not None:
+            facts = label_snapshot(facts, rb.model, label)
     text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
         from policyrun.render.safetext import json_controls
@@ -66,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
     # A probe whose `when` is false (and what waits for it) was left out by the rulebook's choice.
     not_applicable = unset_input_probes(facts, deps, NOT_APPLICABLE) - not_run
     failed = sorted(pid for pid, fact in facts.facts.items()
-                    if not fact.ok and pid not in not_run and pid not in not_applicable)
+                    if not fact.ok and pid not in not_run and pid not in not_applicable
+                    and fact.error is not None and fact.error.code != PER_HOST)
+    # In a cell, each host's failures are named by host (`probe@host`).
+    failed += sorted(f"{pid}@{label}" for label, by_pid in (facts.by_host or {}).items()
+                     for pid, fact in by_pid.items() if not fact.ok and pid not in not_run | not_applicable)
     code = EXIT_BLOCKED if failed else EXIT_OK
     where = "stdout" if args.output == "-" else args.output
     parts = [f"{len(facts.facts)} facts", f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else "")]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.functions import factstatus, jsontext, lists, packages, paths, regex, rows, versions
+from policyrun.functions import factstatus, hostgroups, jsontext, lists, packages, paths, regex, rows, versions
 from policyrun.functions.base import UNKNOWN_MARKER, FunctionError, check_bounds, fail
 
 # CEL type names an overload may use. A parameter is never "dyn": the binding's dispatcher never
@@ -57,6 +57,7 @@ _PACKAGES = "Python packages"
 _TEXT = "Text"
 _REGEX = "Regular expressions"
 _CONTROL = "Undecidable results"
+_HOSTS = "Hosts of a cell"
 
 LIBRARY: tuple[Function, ...] = (
     Function("index_by", (sig("rows: list, key: string -> map", member=True),), rows.index_by,
@@ -123,6 +124,21 @@ LIBRARY: tuple[Function, ...] = (
              "O(n + m + pairs)", "[{'path': 'a.py', 'status': 'M'}, {'path': 'b.py', 'status': 'A'}]"
                                  ".inner_join('path', [{'path': 'a.py', 'site': 'x.py:3'}], 'path')",
              [{"left": {"path": "a.py", "status": "M"}, "right": {"path": "a.py", "site": "x.py:3"}}], _ROWS),
+
+    Function("group_hosts", (sig("by_host: map -> list", member=True),
+                             sig("by_host: map, key: string -> list", member=True)), hostgroups.group_hosts,
+             "Hosts grouped by their value, or by the value at a dotted `key` inside it (null where absent): "
+             "`[{'value': v, 'hosts': [labels]}]`, the largest group first, ties in order of the first label. "
+             "Read from `hosts.<probe>` (docs/semantics.md, Hosts).",
+             "O(n log n)", "{'node-a': {'driver': '550.1'}, 'node-b': {'driver': '550.1'}, 'node-c': {'driver': '560.3'}}"
+                           ".group_hosts('driver')",
+             [{"value": "550.1", "hosts": ["node-a", "node-b"]}, {"value": "560.3", "hosts": ["node-c"]}], _HOSTS),
+    Function("disagreeing", (sig("by_host: map -> list", member=True),
+                             sig("by_host: map, key: string -> list", member=True)), hostgroups.disagreeing,
+             "The hosts whose value (or value at a dotted `key`) differs from the largest group's, sorted; "
+             "empty when every host agrees. With a tie, the group of the first host label is the norm.",
+             "O(n log n)", "{'node-a': {'driver': '550.1'}, 'node-b': {'driver': '550.1'}, 'node-c': {'driver': '560.3'}}"
+                           ".disagreeing('driver')", ["node-c"], _HOSTS),
 
     Function("distinct", (sig("values: list -> list", member=True),), lists.distinct,
              "The values without repeats, each where it first occurs.",

@@ -76,6 +76,10 @@ class Probe(Protocol):
         """Collect the fact. Raise ProbeError for an expected failure."""
         ...
 
+    # Optional: `scope = "host"` for kinds whose facts describe the machine they run on (GPUs, the
+    # Python stack, processes, environment); such facts are labelled by host and `collect --cluster`
+    # runs them on every node. A rulebook's `scope:` on the probe overrides it. Default: "run".
+
     # Optional, for kinds that read results (tests.junit): `empty_value(params) -> dict`, the fact
     # for input that holds no result at all. Lint (L030, policyrun/vacuous.py) evaluates checks
     # against it to find gates an empty test report would pass.

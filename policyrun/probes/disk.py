@@ -61,6 +61,7 @@ def measure(path: Path) -> dict[str, Any]:
 
 class DiskProbe:
     kind = "system.disk"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Free space on the file system of each path (os.statvfs); a missing path at its nearest ancestor."
     params_schema: Mapping[str, Any] = _PARAMS
     fact_schema: Mapping[str, Any] = _FACT

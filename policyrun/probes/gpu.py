@@ -187,6 +187,7 @@ def _nvml_error_name(nv: Any, exc: BaseException) -> str:
 
 class GpuNvmlProbe:
     kind = "gpu.nvml"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = ("NVML (nvidia-ml-py): driver and CUDA driver version, devices (name, UUID, compute "
                "capability, memory, PCI, MIG/ECC/persistence), topology and NVLink, GPU processes. Read-only.")
     params_schema: Mapping[str, Any] = _PARAMS_SCHEMA

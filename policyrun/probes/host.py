@@ -302,6 +302,7 @@ def _run_captured(exe: str, argv: list[str], *, cwd: str, env: Mapping[str, str]
 
 class CommandProbe:
     kind = "command"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = ("Run a program (argv list, no shell) in an empty directory with an allow-listed environment: exit code, "
                "signal, timeout, head and tail of stdout and stderr; a run that does not exit 0 fails the fact unless "
                "ok_exit_codes is listed. Side effect exec (and network, with network: true).")
@@ -422,6 +423,7 @@ def _compile_re2(pattern: str, param: str, code: str) -> Any:
 
 class EnvProbe:
     kind = "env"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Environment variables policyrun runs with: set or not, value (secrets masked), length."
     params_schema: Mapping[str, Any] = _ENV_PARAMS
     fact_schema: Mapping[str, Any] = _ENV_FACT

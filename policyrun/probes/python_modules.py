@@ -89,6 +89,7 @@ def _budgets(requested: float, probe_budget: float) -> tuple[float, float]:
 
 class PythonModulesProbe:
     kind = "python.modules"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = ("Whether modules import in a target interpreter (isolated subprocess): version, location, the error "
                "when they do not.")
     params_schema: Mapping[str, Any] = _PARAMS_SCHEMA

@@ -130,6 +130,7 @@ def _resolve_python(spec: str, ctx: ProbeContext, env: Mapping[str, str]) -> str
 
 class PythonStackProbe:
     kind = "python.stack"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = ("A target interpreter's stack, inspected in a subprocess: Python, PyTorch (build CUDA, C++11 ABI, "
                "cuDNN, NCCL, arch list), vLLM (version, native extension sha256), pip check, CUDA/NCCL/TORCH/"
                "VLLM environment.")

@@ -56,3 +56,11 @@ def registry() -> dict[str, Probe]:
 
 def get(kind: str) -> Probe | None:
     return registry().get(kind)
+
+
+def scope_of(kind: str, declared: str | None) -> str:
+    """`host` or `run`: the probe's own `scope:` in the rulebook, else its kind's default."""
+    if declared is not None:
+        return declared
+    probe = get(kind)
+    return str(getattr(probe, "scope", "run")) if probe is not None else "run"

@@ -141,6 +141,7 @@ def _descendants(root_pid: int, parents: Mapping[int, int | None]) -> set[int]:
 
 class ProcessesProbe:
     kind = "system.processes"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Processes whose command line matches a regex (from /proc), e.g. a leftover `vllm serve`."
     params_schema: Mapping[str, Any] = _PROCESSES_PARAMS
     fact_schema: Mapping[str, Any] = {
@@ -209,6 +210,7 @@ def _listening(path: Path, family: str) -> Iterator[dict[str, Any]]:
 
 class PortsProbe:
     kind = "system.ports"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Listening TCP ports in a range (from /proc/net/tcp and tcp6), e.g. a server that did not stop."
     params_schema: Mapping[str, Any] = _PORTS_PARAMS
     fact_schema: Mapping[str, Any] = {
@@ -243,6 +245,7 @@ class PortsProbe:
 # --- system.shm ---------------------------------------------------------------------------------
 class ShmProbe:
     kind = "system.shm"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "Entries under /dev/shm matching a glob or regex (e.g. NCCL or vLLM segments left behind)."
     params_schema: Mapping[str, Any] = _SHM_PARAMS
     fact_schema: Mapping[str, Any] = {

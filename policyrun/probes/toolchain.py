@@ -81,6 +81,7 @@ def parse_cc(text: str) -> dict[str, Any]:
 
 class ToolchainProbe:
     kind = "toolchain"
+    scope = "host"  # describes the machine it runs on: labelled by host, collected on every node
     summary = "nvcc release and the host C++ compiler (path, version, the version line)."
     params_schema: Mapping[str, Any] = _PARAMS_SCHEMA
     fact_schema: Mapping[str, Any] = _FACT_SCHEMA
