@@ -146,4 +146,7 @@ def _unreachable(rulebook: Rulebook, pid: str, node: str, why: str) -> Fact:
     error = FactError(code=UNREACHABLE, message=f"node {node} did not return its facts: {why}; check that the node "
                                                 "is up and policyrun is installed there, then collect again")
     spec = rulebook.probes[pid]
-    return Fact(error=error, provenance=Provenance(probe=pid, kind=spec.uses, host=node, error=error))
+    # Its parameters were never resolved there: recorded as written, the way any probe that failed
+    # before resolving them is, so replay (stale_facts) has nothing to compare and never calls it stale.
+    return Fact(error=error, provenance=Provenance(probe=pid, kind=spec.uses, host=node, error=error,
+                                                   params=dict(spec.with_)))
