@@ -17,8 +17,8 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
 from policyrun.probes.pyimports import SOURCE_ROOTS, statements
 from policyrun.probes.pyresolve import ModuleInfo, Resolver, module_statements
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, object_schema,
-                                       open_tree, schema_list, skipped_facts, source_text, unparse)
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, import_binds,
+                                       object_schema, open_tree, schema_list, skipped_facts, source_text, unparse)
 from policyrun.probes.search import PathFilter
 
 CONTEXTS = ("compare", "call_arg", "call_receiver", "format", "other")
@@ -107,11 +107,8 @@ class _Scope:
         for stmt, _ in statements(info.tree.body):
             if isinstance(stmt, ast.Import):
                 for alias in stmt.names:
-                    if alias.asname:
-                        self.modules[alias.asname] = alias.name
-                    else:
-                        top = alias.name.split(".")[0]
-                        self.modules[top] = top
+                    name, module = import_binds(alias)
+                    self.modules[name] = module
             elif isinstance(stmt, ast.ImportFrom):
                 source = absolute_module(stmt.module, stmt.level, info.package)
                 if source is None or not resolver.has_package(source):

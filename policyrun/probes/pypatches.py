@@ -22,8 +22,8 @@ from policyrun.probes.markers import DEFAULT_END, DEFAULT_FIELDS, DEFAULT_START,
 from policyrun.probes.pyimports import SOURCE_ROOTS
 from policyrun.probes.pyresolve import ModuleInfo, Resolver
 from policyrun.probes.pyshape import code_hash, forwards, shape
-from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, object_schema,
-                                       open_tree, schema_list, skipped_facts, source_text)
+from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, import_binds,
+                                       object_schema, open_tree, schema_list, skipped_facts, source_text)
 from policyrun.probes.search import PathFilter
 
 FORMS = ("assign", "setattr", "method_replace", "wrap")
@@ -68,12 +68,10 @@ def _imports(nodes: list[tuple[ast.AST, str]], info: ModuleInfo, scan: _Scan) ->
     for node, _ in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.asname:
-                    scan.bound[a.asname] = a.name
-                else:
-                    top = a.name.split(".")[0]
-                    scan.bound[top] = top
-                    scan.plain.add(top)
+                name, bound = import_binds(a)
+                scan.bound[name] = bound
+                if not a.asname:
+                    scan.plain.add(name)
         elif isinstance(node, ast.ImportFrom):
             module = absolute_module(node.module, node.level, info.package) if node.level else node.module
             if module is None:

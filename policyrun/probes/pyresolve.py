@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun.probes.parsepool import Job, SummaryHelper
-from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, namer_for
+from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, import_binds, namer_for
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
 # takes two); 16 leaves room for deep facades while keeping a pathological chain cheap.
@@ -343,11 +343,8 @@ def _bindings(stmt: ast.stmt, conditional: bool, package: str) -> Iterator[tuple
         yield stmt.target.id, Binding("assignment", stmt.lineno, conditional, stmt)
     elif isinstance(stmt, ast.Import):
         for alias in stmt.names:
-            if alias.asname:  # `import a.b as c` binds c to a.b
-                yield alias.asname, Binding("import", alias.lineno, conditional, stmt, alias.name)
-            else:  # `import a.b` binds a
-                top = alias.name.split(".")[0]
-                yield top, Binding("import", alias.lineno, conditional, stmt, top)
+            name, module = import_binds(alias)
+            yield name, Binding("import", alias.lineno, conditional, stmt, module)
     elif isinstance(stmt, ast.ImportFrom):
         source = absolute_module(stmt.module, stmt.level, package)
         for alias in stmt.names:

@@ -459,6 +459,14 @@ def absolute_module(module: str | None, level: int, package: str) -> str | None:
     return ".".join(base + ([module] if module else []))
 
 
+def import_binds(alias: ast.alias) -> tuple[str, str]:
+    """(name, module) an `import` binds: `import a.b as c` binds c to a.b, `import a.b` binds a to a."""
+    if alias.asname:
+        return alias.asname, alias.name
+    top = alias.name.split(".")[0]
+    return top, top
+
+
 def relative_text(module: str | None, level: int) -> str:
     return "." * level + (module or "")
 
