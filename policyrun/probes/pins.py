@@ -287,7 +287,9 @@ def _called_name(func: ast.expr) -> str | None:
 
 def _setup_requirements(node: ast.expr, section: str, want: str, rel: str) -> Iterator[Pin | Unreadable]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # setuptools takes lines of text too
-        items = [(node.lineno + i, line) for i, line in enumerate(node.value.splitlines())]
+        # A string spanning lines ("""...""") has one requirement a line; "a\nb" sits on one line.
+        spans = node.end_lineno is not None and node.end_lineno > node.lineno
+        items = [(node.lineno + (i if spans else 0), line) for i, line in enumerate(node.value.splitlines())]
     elif isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
                                                          for e in node.elts):
         items = [(e.lineno, e.value) for e in node.elts if isinstance(e, ast.Constant)]
