@@ -71,7 +71,7 @@ _RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
 # two versions. "from X to Y" is not a range: upgrade notes say it of a migration.
 _DECOR = r"[\s`*_\"'(]*"
 _TAIL = _DECOR + r"v?$"
-_WORDS = r"(?:[A-Za-z][\w.-]*:?\s+){0,2}"  # "at least vLLM 0.24", "minimum supported version: 0.24"
+_WORDS = r"(?:[A-Za-z][\w.-]*:?\s+){0,3}"  # "at least vLLM 0.24", "minimum supported version: 0.24"
 _BEFORE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?:>=|≥|=>)" + _TAIL), ">="), (re.compile(r"(?:<=|≤|=<)" + _TAIL), "<="),
     (re.compile(r"~=" + _TAIL), "~="), (re.compile(r"!=" + _TAIL), "!="),
