@@ -400,7 +400,8 @@ def test_version_valid_release_and_matches() -> None:
 
 def test_version_unique_names_the_one_version_or_null() -> None:
     # The identity of a plugin whose exact pins and lock agree, spelled differently in each.
-    assert value("version_unique(facts.p.pinned + facts.p.locked)", p={"pinned": ["0.26"], "locked": ["0.26.0"]}) == "0.26"
+    pins = {"pinned": ["0.26"], "locked": ["0.26.0"]}
+    assert value("version_unique(facts.p.pinned + facts.p.locked)", p=pins) == "0.26"
     assert value("['0.26.0', '0.27.0'].version_unique()") is None  # they disagree: no guess
     assert value("[].version_unique()") is None
     assert error("['0.26.0', 'latest'].version_unique()") == (

@@ -82,8 +82,8 @@ _BEFORE: list[tuple[re.Pattern[str], str]] = [
                 r"\s*:?\s*" + _WORDS + r":?" + _TAIL), "<="),
 ]
 _AFTER: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"(?i)^" + _DECOR + r"(?:\+(?![A-Za-z0-9])|\s*(?:or|and)\s+(?:newer|later|above|higher|greater|up|beyond)\b"
-                r"|\s*onwards?\b)"), ">="),
+    (re.compile(r"(?i)^" + _DECOR + r"(?:\+(?![A-Za-z0-9])"  # 0.24+, but not the local label of 0.26.0+cu128
+                r"|\s*(?:or|and)\s+(?:newer|later|above|higher|greater|up|beyond)\b|\s*onwards?\b)"), ">="),
     (re.compile(r"(?i)^" + _DECOR + r"\s*(?:or|and)\s+(?:older|earlier|below|lower)\b"), "<="),
 ]
 _THROUGH = re.compile(r"(?i)^" + _DECOR + r"\s*(?:-|–|—|\.\.\.?|through|thru)\s*" + _TAIL)

@@ -292,7 +292,7 @@ def _setup_requirements(node: ast.expr, section: str, want: str, rel: str) -> It
         items = [(node.lineno + (i if spans else 0), line) for i, line in enumerate(node.value.splitlines())]
     elif isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
                                                          for e in node.elts):
-        items = [(e.lineno, e.value) for e in node.elts if isinstance(e, ast.Constant)]
+        items = [(e.lineno, e.value) for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     else:
         yield Unreadable(rel, node.lineno, f"{section.removeprefix('setup.')} is computed, not a literal list "
                                            "of strings; policyrun reads setup.py and never runs it")
