@@ -269,3 +269,14 @@ def test_setup_py_at_a_revision(tmp_path: Path) -> None:
     now = run_probe("pins.package", {"package": "vllm"}, repo.path).value
     assert [s["specifier_set"] for s in then["sources"]] == [">=0.24.0", "==0.26.0", "<0.28"]
     assert [s["specifier_set"] for s in now["sources"]] == [">=0.27.0", "==0.26.0", "<0.28"]
+
+
+@pytest.mark.parametrize(("constraint", "spec_set", "kind"), [
+    ("^0.6", "<0.7,>=0.6", "range"), ("^1.2.3", "<2,>=1.2.3", "range"), ("^0.0.3", "<0.0.4,>=0.0.3", "range"),
+    ("~1.2", "<1.3,>=1.2", "range"), ("~1", "<2,>=1", "range"), ("0.26.*", "==0.26.*", "range"),
+    ("*", "", "unpinned"), ("0.26.0", "==0.26.0", "exact"), (">=0.24,<0.28", "<0.28,>=0.24", "range"),
+])
+def test_poetry_constraints_as_pep440(tmp_path: Path, constraint: str, spec_set: str, kind: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f'[tool.poetry.dependencies]\nvllm = "{constraint}"\n')
+    assert kinds(tmp_path) == [("pyproject.toml", 2, "tool.poetry.dependencies", spec_set, None if kind != "exact"
+                                else "0.26.0", kind)]

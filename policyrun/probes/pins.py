@@ -73,8 +73,10 @@ def specifier_set(spec: str) -> str | None:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     spec = spec.strip().strip("()").strip()
-    if _BARE_VERSION.match(spec) and not spec.startswith("v"):
-        spec = "==" + spec  # Poetry: "1.2.3" means ==1.2.3
+    if spec == "*":  # Poetry: any version
+        return ""
+    if re.match(r"^\d[\w.+!-]*(?:\.\*)?$", spec):
+        spec = "==" + spec  # Poetry: "1.2.3" means ==1.2.3, "1.2.*" ==1.2.*
     elif (m := _POETRY.match(spec)) is not None:
         spec = _poetry_range(m.group(1), m.group(2)) or spec
     try:
