@@ -7,12 +7,14 @@ classes it subclasses and functions it calls changed signature between the relea
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from policyrun.cli import main
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.registry import get
 from tests.real.conftest import _git, corpus_dir
@@ -168,3 +170,42 @@ def test_subclassed_classes_and_signature_changes_equal_the_truth(bart: Path, vl
     assert set(bound) <= set(v["by_symbol"])
     assert set(v["signature_changed"]) & set(bound) == changed
     assert v["truncated"] is None and v["parse_errors"] == []
+
+
+FLAGSHIP_OVERLAY = """\
+policyrun: 1
+name: bart-plugin-upgrade
+extends: upgrade-gpu-version
+vars:
+  doc_globs: ["docs/**/*.md"]
+phases:
+  - id: INVENTORY_AFD_CONTRACTS
+    disable:
+      - {id: pin_matches_runtime_check, reason: "the bart-plugin has no version constant nor runtime check"}
+"""
+
+
+def test_the_flagship_no_longer_blocks_diff_vllm_on_the_fallback(bart: Path, vllm_repo: Path,
+                                                                 tmp_path: Path) -> None:
+    """Before, imports_resolved_at_current listed openai_serving.py:87 (the removable branch) and an
+    overlay had to disable it; now the check holds with no overlay of it."""
+    repo = tmp_path / "bart-plugin"
+    _git("clone", "-q", str(bart), str(repo))
+    for name in ("pyproject.toml", "setup.py"):  # the flagship takes an exact pin as the identity
+        path = repo / name
+        path.write_text(path.read_text().replace("vllm>=0.24.0", "vllm==0.26.0"))
+    _git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "pin vLLM exactly", cwd=repo)
+    overlay = tmp_path / "bart-overlay.yaml"
+    overlay.write_text(FLAGSHIP_OVERLAY)
+    out = tmp_path / "out"
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.chdir(repo)
+        main(["evaluate", str(overlay), "--mode", "planning-audit", "--set", f"vllm_src={vllm_repo}",
+              "--set", "target_ref=v0.27.0", "--out", str(out), "-q"])
+    finally:
+        mp.undo()
+    trace = json.loads((out / "trace.json").read_text())
+    diff = next(p for p in trace["phases"] if p["phase"] == "DIFF_VLLM")
+    check = next(c for c in diff["evidence"] if c["id"] == "imports_resolved_at_current")
+    assert check["result"] == "SATISFIED" and check["violations"] == [], check
