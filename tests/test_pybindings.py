@@ -83,6 +83,11 @@ class Mine(Engine):
 
 settings.LIMIT = 2
 setattr(Engine, "extra", 1)
+
+
+class Sub(Mine):
+    def run(self, n):
+        return n
 '''
 
 
@@ -216,7 +221,8 @@ def test_every_way_of_binding_is_a_row_with_the_canonical_upstream_name(plugin: 
         (32, "patch", "up.settings.LIMIT", None),
         (33, "patch", "up.core.Engine.extra", None),
     } <= rows
-    assert not [r for r in rows if r[3] == "Mine.own"]  # a method upstream does not define overrides nothing
+    assert (37, "override", "up.core.Engine.run", "Sub.run") in rows  # through the plugin's own Mine
+    assert not [r for r in rows if r[3] == "Sub" or r[3] == "Mine.own"]  # a method upstream does not define overrides nothing
     row = next(b for b in v["bindings"] if b["kind"] == "override" and b["line"] == 22)
     assert row == {"site": "plug/main.py:22", "file": "plug/main.py", "line": 22, "kind": "override",
                    "symbol": "up.core.Base.__init__", "module": "up.core", "qualname": "Base.__init__",

@@ -2,8 +2,9 @@
 
 A plugin that never marks its patches still depends on upstream through what it writes: it imports
 names (`import`), subclasses upstream classes (`subclass`), overrides their methods (`override`:
-a method whose name an upstream base class or one of its upstream bases defines), calls upstream
-functions, classes and methods (`call`, `super().m(...)` included), and assigns onto upstream
+a method whose name an upstream base class or one of its upstream bases defines, the class
+deriving from it directly or through another class of the same file), calls upstream functions,
+classes and methods (`call`, `super().m(...)` included), and assigns onto upstream
 modules and classes (`patch`: `mod.attr = ...`, `setattr(Cls, "attr", ...)`). A class bound by
 `subclass` or `call` also binds its `__init__` (where the class or an upstream base defines it):
 that is the signature a subclass or a caller depends on.
@@ -68,6 +69,7 @@ class Binder:
     def __init__(self, here: Resolver) -> None:
         self.here = here
         self.memo: dict[str, Canon | None] = {}
+        self.members: dict[tuple[str, str], Canon | None] = {}
 
     def canonical(self, dotted: str, depth: int = 0) -> Canon | None:
         if dotted not in self.memo:
@@ -133,6 +135,12 @@ class Binder:
     def member(self, canon: Canon, name: str, depth: int = 0) -> Canon | None:
         """Who defines member `name` of an upstream class: itself, else its upstream bases,
         depth first left to right (Python's MRO agrees for the single-inheritance chains this is for)."""
+        key = (canon.name, name)
+        if key not in self.members:
+            self.members[key] = self._member(canon, name, depth)
+        return self.members[key]
+
+    def _member(self, canon: Canon, name: str, depth: int) -> Canon | None:
         found = self.class_node(canon)
         if found is None or depth > MAX_BASE_DEPTH:
             return None
@@ -209,6 +217,7 @@ def file_bindings(tree: ast.Module, file: str, package: str, binder: Binder,
         if init is not None:
             yield Row(file, line, kind, init, init.name, plugin)
 
+    inherited: dict[str, list[Canon]] = {}  # plugin class → the upstream classes it derives from
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             source = absolute_module(node.module, node.level, package) if isinstance(node, ast.ImportFrom) else None
@@ -218,7 +227,7 @@ def file_bindings(tree: ast.Module, file: str, package: str, binder: Binder,
                 if (canon := upstream(path)) is not None and path is not None:
                     yield Row(file, alias.lineno, "import", canon, path)
         elif isinstance(node, ast.ClassDef):
-            yield from _class_bindings(node, file, names, binder, upstream, with_init)
+            yield from _class_bindings(node, file, names, binder, upstream, with_init, inherited)
         elif isinstance(node, ast.Call):
             path = dotted(node.func, names)
             canon = upstream(path)
@@ -244,9 +253,14 @@ def _patch(owner: ast.expr, attr: str, line: int, file: str, names: Mapping[str,
 
 
 def _class_bindings(node: ast.ClassDef, file: str, names: Mapping[str, str], binder: Binder, upstream: Any,
-                    with_init: Any) -> Iterator[Row]:
+                    with_init: Any, inherited: dict[str, list[Canon]]) -> Iterator[Row]:
     bases: list[Canon] = []
     for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in inherited:
+            # a plugin class deriving from another of this file's classes overrides what that one's
+            # upstream bases define (ast.walk meets a module's classes in source order)
+            bases += [b for b in inherited[base.id] if b not in bases]
+            continue
         path = dotted(base, names)
         canon = upstream(path)
         if canon is not None and canon.kind == "class":
@@ -254,6 +268,7 @@ def _class_bindings(node: ast.ClassDef, file: str, names: Mapping[str, str], bin
             yield from with_init("subclass", node.lineno, canon, path, node.name)
     if not bases:
         return
+    inherited.setdefault(node.name, bases)
     for stmt in node.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             owner = _first_member(binder, bases, stmt.name)
