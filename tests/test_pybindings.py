@@ -256,3 +256,21 @@ def test_bindings_need_a_target_release(plugin: GitRepo, upstream: GitRepo) -> N
     with pytest.raises(Exception, match="compare_rev"):
         run_probe("python.bindings", {"root": str(plugin.path), "resolve": {"path": str(upstream.path)}},
                   plugin.path)
+
+
+def test_a_cycle_in_upstream_bases_ends_and_binds_what_exists(tmp_path: Path) -> None:
+    up = init_repo(tmp_path / "up")
+    up.write("up/__init__.py", "")
+    up.write("up/loop.py", "class A(B):\n    def a(self):\n        pass\n\n\nclass B(A):\n    pass\n")
+    up.commit("v1")
+    up.git("tag", "v1")
+    up.write("up/loop.py", "class A(B):\n    def a(self, x):\n        pass\n\n\nclass B(A):\n    pass\n")
+    up.commit("v2")
+    plugin = init_repo(tmp_path / "plugin")
+    plugin.write("plug.py", "from up.loop import B\n\n\nclass Mine(B):\n    def a(self):\n        pass\n\n"
+                            "    def nowhere(self):\n        pass\n")
+    plugin.commit("init")
+    v = probe("python.bindings", plugin.path, root=str(plugin.path),
+              resolve={"path": str(up.path), "rev": "v1", "compare_rev": "HEAD"})
+    assert [(b["kind"], b["symbol"]) for b in v["bindings"] if b["kind"] == "override"] == [("override", "up.loop.A.a")]
+    assert v["signature_changed"] == ["up.loop.A.a"]

@@ -135,6 +135,8 @@ class Binder:
     def member(self, canon: Canon, name: str, depth: int = 0) -> Canon | None:
         """Who defines member `name` of an upstream class: itself, else its upstream bases,
         depth first left to right (Python's MRO agrees for the single-inheritance chains this is for)."""
+        if depth:  # what a deeper search found may be cut by the depth bound: only whole answers are kept
+            return self._member(canon, name, depth)
         key = (canon.name, name)
         if key not in self.members:
             self.members[key] = self._member(canon, name, depth)
@@ -158,21 +160,35 @@ class Binder:
 
 def _base_path(expr: ast.expr, info: ModuleInfo) -> str | None:
     """A base class expression as a dotted path, read with the names its own module binds."""
-    if isinstance(expr, ast.Subscript):
-        return _base_path(expr.value, info)
-    if isinstance(expr, ast.Attribute):
-        head = _base_path(expr.value, info)
-        return f"{head}.{expr.attr}" if head else None
-    if isinstance(expr, ast.Name):
-        binding = info.bindings.get(expr.id)
-        if binding is None:
-            return None
-        if binding.kind != "import":
-            return f"{info.module}.{expr.id}"
-        if binding.source is None:
-            return None
-        return f"{binding.source}.{binding.source_name}" if binding.source_name else binding.source
-    return None
+    attrs, head = _unwind(expr)
+    if head is None:
+        return None
+    binding = info.bindings.get(head)
+    if binding is None:
+        return None
+    if binding.kind != "import":
+        start = f"{info.module}.{head}"
+    elif binding.source is None:
+        return None
+    else:
+        start = f"{binding.source}.{binding.source_name}" if binding.source_name else binding.source
+    return ".".join([start, *attrs])
+
+
+def _unwind(expr: ast.expr) -> tuple[list[str], str | None]:
+    """(attributes in order, head name) of `a.b.c` or `a.b[T]`; iterative, as a chain may be as long
+    as the parser allows."""
+    attrs: list[str] = []
+    while True:
+        if isinstance(expr, ast.Subscript):  # Base[T]
+            expr = expr.value
+        elif isinstance(expr, ast.Attribute):
+            attrs.append(expr.attr)
+            expr = expr.value
+        elif isinstance(expr, ast.Name):
+            return attrs[::-1], expr.id
+        else:
+            return [], None
 
 
 def local_names(tree: ast.Module, package: str) -> dict[str, str]:
@@ -192,14 +208,10 @@ def local_names(tree: ast.Module, package: str) -> dict[str, str]:
 
 
 def dotted(expr: ast.expr, names: Mapping[str, str]) -> str | None:
-    if isinstance(expr, ast.Name):
-        return names.get(expr.id)
-    if isinstance(expr, ast.Attribute):
-        head = dotted(expr.value, names)
-        return f"{head}.{expr.attr}" if head else None
-    if isinstance(expr, ast.Subscript):  # Base[T]
-        return dotted(expr.value, names)
-    return None
+    """`a.b.c` as the dotted path `a` was imported as, then the attributes; None for anything else."""
+    attrs, head = _unwind(expr)
+    start = names.get(head) if head is not None else None
+    return ".".join([start, *attrs]) if start is not None else None
 
 
 def file_bindings(tree: ast.Module, file: str, package: str, binder: Binder,

@@ -127,10 +127,10 @@ def _last_name(node: ast.expr) -> str | None:
 
 def is_version_test(test: ast.expr, pattern: re.Pattern[str]) -> bool:
     """A comparison naming a version, or a bare call of a version function (see the module doc)."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
     if isinstance(test, ast.BoolOp):
         return any(is_version_test(v, pattern) for v in test.values)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return is_version_test(test.operand, pattern)
     if isinstance(test, ast.Call):
         name = _last_name(test.func)
         return name is not None and pattern.search(name) is not None
