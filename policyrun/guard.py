@@ -73,6 +73,11 @@ def expression_limit() -> float:
     return float(os.environ.get("POLICYRUN_EXPRESSION_SECONDS", EXPRESSION_SECONDS))
 
 
+def evaluation_memory() -> int:
+    """The memory an evaluation may add, in bytes (POLICYRUN_EVALUATION_MEMORY_MB overrides it)."""
+    return int(os.environ.get("POLICYRUN_EVALUATION_MEMORY_MB", 0)) << 20 or MEMORY_BYTES
+
+
 def guarded_available() -> bool:
     return hasattr(os, "fork") and os.environ.get("POLICYRUN_UNGUARDED") != "1"
 
@@ -89,8 +94,7 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: in
     if not guarded_available():
         return fn()
     limit_s = seconds if seconds is not None else expression_limit()
-    limit_mem = memory if memory is not None else int(os.environ.get("POLICYRUN_EVALUATION_MEMORY_MB", 0)) << 20 \
-        or MEMORY_BYTES
+    limit_mem = memory if memory is not None else evaluation_memory()
     refused: dict[str, str] = {}
     for _ in range(MAX_RESTARTS + 1):
         outcome: tuple[Any, ...] = _attempt(fn, refused, limit_s, limit_mem, deadline_s)

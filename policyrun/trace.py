@@ -245,7 +245,7 @@ _READ_FIELDS = frozenset(f.name for f in dataclasses.fields(Read))
 # (name, default, default factory) from pydantic's own view of the fields (a `Field(...)` default
 # is a FieldInfo to the dataclasses module).
 _CHECK_FIELDS = tuple((name, None if info.default is PydanticUndefined else info.default, info.default_factory)
-                      for name, info in CheckRecord.__pydantic_fields__.items())
+                      for name, info in getattr(CheckRecord, "__pydantic_fields__").items())
 _CHECK_KEYS = frozenset(name for name, _, _ in _CHECK_FIELDS)
 _set = object.__setattr__
 
@@ -261,7 +261,9 @@ def _construct(cls: type[Any], data: dict[str, Any], keys: frozenset[str] | None
     return cls.model_construct(**data)
 
 
-def _read(data: dict[str, Any], memo: dict[int, Read]) -> Read:
+def _read(data: dict[str, Any] | Read, memo: dict[int, Read]) -> Read:
+    if isinstance(data, Read):
+        return data
     # A read record is shared by every check that read the same path (expreval's read cache).
     found = memo.get(id(data))
     if found is not None:
@@ -288,7 +290,7 @@ def _check(data: dict[str, Any], memo: dict[int, Read]) -> CheckRecord:
         if value is _ABSENT:
             value = factory() if factory is not None else default
         _set(rec, name, value)
-    _set(rec, "reads", [_read(r, memo) for r in rec.reads])
+    _set(rec, "reads", [_read(r, memo) for r in data.get("reads", ())])
     return rec
 
 
