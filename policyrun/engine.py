@@ -13,7 +13,7 @@ from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
 from policyrun.interpreter import evaluate_records, with_provenance
 from policyrun.rulebook import LoadedRulebook, load_rulebook
-from policyrun.trace import LayerRef, RulebookRef, Trace, build_trace
+from policyrun.trace import LayerRef, RulebookRef, Trace
 
 
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
@@ -136,7 +136,7 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
         if who is not None:
             rec["run"] = who
     # Secret inputs are masked in what is written, after evaluation saw their real values.
-    return [build_trace(mask_trace_record(with_provenance(rec, run.facts), rb.model, run.inputs))
+    return [Trace.model_validate(mask_trace_record(with_provenance(rec, run.facts), rb.model, run.inputs))
             for rec, run in zip(done, runs)]
 
 

@@ -67,6 +67,12 @@ class Compiled:
         return self.facts
 
     @cached_property
+    def sorted_facts(self) -> list[str]:
+        """The probe ids backing this expression (read, or asked about with failed()), sorted;
+        computed once: a check's trace record lists them. Not to be changed by the caller."""
+        return sorted(self.facts | self.fact_status)
+
+    @cached_property
     def ast(self) -> CheckedAst:
         return parse_serialized(self.serialized)
 
@@ -83,7 +89,7 @@ class Compiled:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built once per expression evaluated, where frozen init costs
 class Outcome:
     value: Any = None
     error: str | None = None  # evaluation error text, cleaned of the runtime's status prefixes

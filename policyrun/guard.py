@@ -45,20 +45,25 @@ class _ChildGuard:
         self.shared = shared
         self.refused = refused
         self.counter = 0
+        self.keys: dict[str, bytes] = {}  # source → its length-prefixed key, encoded once
 
     def enter(self, source: str) -> str | None:
-        reason = self.refused.get(source)
-        if reason is not None:
-            return reason
+        # Runs around every expression: writes straight into the shared page, no temporaries.
+        if self.refused:
+            reason = self.refused.get(source)
+            if reason is not None:
+                return reason
+        key = self.keys.get(source)
+        if key is None:
+            encoded = source.encode("utf-8", "replace")[:_KEY_BYTES]
+            key = self.keys[source] = struct.pack("<I", len(encoded)) + encoded
         self.counter += 1
-        key = source.encode("utf-8", "replace")[:_KEY_BYTES]
-        self.shared[_HEADER.size:_HEADER.size + 4] = struct.pack("<I", len(key))
-        self.shared[_HEADER.size + 4:_HEADER.size + 4 + len(key)] = key
-        self.shared[:_HEADER.size] = _HEADER.pack(self.counter, 1)
+        self.shared[_HEADER.size:_HEADER.size + len(key)] = key
+        _HEADER.pack_into(self.shared, 0, self.counter, 1)
         return None
 
     def leave(self) -> None:
-        self.shared[:_HEADER.size] = _HEADER.pack(self.counter, 0)
+        _HEADER.pack_into(self.shared, 0, self.counter, 0)
 
 
 def _current(shared: mmap.mmap) -> tuple[int, bool, str]:

@@ -37,7 +37,7 @@ from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
 from policyrun.headline import headline
 from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
-from policyrun.trace import RulebookRef, Trace, build_trace
+from policyrun.trace import RulebookRef, Trace
 
 SEVERITY = {"WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 
@@ -46,7 +46,7 @@ def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any
                       rulebook_ref: RulebookRef, locations: Mapping[str, str] | None = None,
                       generated_at: str | None = None, notes: Mapping[str, Any] | None = None,
                       fail_on_warn: bool = False, waivers: Any = None) -> Trace:
-    return build_trace(with_provenance(evaluate_records(
+    return Trace.model_validate(with_provenance(evaluate_records(
         rulebook, mode=mode, inputs=inputs, facts=facts, rulebook_ref=rulebook_ref, locations=locations,
         generated_at=generated_at, notes=notes, fail_on_warn=fail_on_warn, waivers=waivers), facts))
 

@@ -7,14 +7,12 @@ apart from `generated_at`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass
-from pydantic_core import PydanticUndefined
 
 from policyrun.facts import Provenance
 from policyrun.model import Status
@@ -231,96 +229,3 @@ def load_trace(path: Path, *, force: bool = False) -> Trace:
     if not force:
         refuse_inconsistent(trace, path)
     return trace
-
-
-# --- building a trace from the interpreter's records, without validating it again -----------------
-#
-# The interpreter builds its records from values it has already checked (a validated rulebook,
-# validated facts, results of the CEL runtime), so validating the finished trace again cost more
-# than the checks themselves (about 9 µs a check). `build_trace` constructs the typed records
-# directly; validation stays where untrusted input enters: `load_trace` (and `verify`'s reading of a
-# claimed trace). tests/test_trace_build.py checks that both give the same trace.
-
-_READ_FIELDS = frozenset(f.name for f in dataclasses.fields(Read))
-# (name, default, default factory) from pydantic's own view of the fields (a `Field(...)` default
-# is a FieldInfo to the dataclasses module).
-_CHECK_FIELDS = tuple((name, None if info.default is PydanticUndefined else info.default, info.default_factory)
-                      for name, info in getattr(CheckRecord, "__pydantic_fields__").items())
-_CHECK_KEYS = frozenset(name for name, _, _ in _CHECK_FIELDS)
-_set = object.__setattr__
-
-
-def _construct(cls: type[Any], data: dict[str, Any], keys: frozenset[str] | None = None) -> Any:
-    """A model from trusted data (already built by policyrun from validated parts): no validation,
-    but an unknown key is still a defect, as `extra="forbid"` would say."""
-    if isinstance(data, cls):
-        return data
-    unknown = set(data) - (keys if keys is not None else set(cls.model_fields))
-    if unknown:
-        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
-    return cls.model_construct(**data)
-
-
-def _read(data: dict[str, Any] | Read, memo: dict[int, Read]) -> Read:
-    if isinstance(data, Read):
-        return data
-    # A read record is shared by every check that read the same path (expreval's read cache).
-    found = memo.get(id(data))
-    if found is not None:
-        return found
-    if not data.keys() <= _READ_FIELDS:
-        raise ValueError(f"Read has no field(s) {sorted(set(data) - _READ_FIELDS)}")
-    rec = object.__new__(Read)
-    _set(rec, "path", data["path"])
-    _set(rec, "value", data.get("value"))
-    _set(rec, "missing", data.get("missing", False))
-    _set(rec, "error", data.get("error"))
-    memo[id(data)] = rec
-    return rec
-
-
-def _check(data: dict[str, Any], memo: dict[int, Read]) -> CheckRecord:
-    if isinstance(data, CheckRecord):
-        return data
-    if not data.keys() <= _CHECK_KEYS:
-        raise ValueError(f"CheckRecord has no field(s) {sorted(set(data) - _CHECK_KEYS)}")
-    rec = object.__new__(CheckRecord)
-    for name, default, factory in _CHECK_FIELDS:
-        value = data.get(name, _ABSENT)
-        if value is _ABSENT:
-            value = factory() if factory is not None else default
-        _set(rec, name, value)
-    _set(rec, "reads", [_read(r, memo) for r in data.get("reads", ())])
-    return rec
-
-
-_ABSENT = object()
-
-
-def build_trace(data: dict[str, Any]) -> Trace:
-    """The `Trace` of a record built by the interpreter (policyrun.interpreter), as
-    `Trace.model_validate(data)` would give it for such a record, at a fraction of the cost."""
-    memo: dict[int, Read] = {}
-    out = dict(data)
-    if not out.keys() <= Trace.model_fields.keys():
-        raise ValueError(f"Trace has no field(s) {sorted(set(out) - set(Trace.model_fields))}")
-    rulebook = dict(out["rulebook"]) if isinstance(out["rulebook"], dict) else out["rulebook"]
-    if isinstance(rulebook, dict):
-        rulebook["chain"] = [_construct(LayerRef, c) for c in rulebook.get("chain", [])]
-    out["rulebook"] = _construct(RulebookRef, rulebook)
-    if out.get("run") is not None:
-        out["run"] = _construct(RunRecord, out["run"])
-    if out.get("baseline") is not None:
-        out["baseline"] = _construct(BaselineRef, out["baseline"])
-    out["stale_facts"] = [_construct(StaleFact, s) for s in out.get("stale_facts", [])]
-    out["derived"] = [_construct(DerivedRecord, {**d, "reads": [_read(r, memo) for r in d.get("reads", [])]})
-                      for d in out.get("derived", [])]
-    out["phases"] = [_construct(PhaseRecord, {**p, "evidence": [_check(c, memo) for c in p.get("evidence", [])]})
-                     for p in out["phases"]]
-    verdict = out["verdict"]
-    out["verdict"] = _construct(VerdictRecord, {**verdict, "conditions": [_check(c, memo)
-                                                                       for c in verdict.get("conditions", [])]})
-    out["provenance"] = {k: v if isinstance(v, Provenance) else Provenance.model_validate(v)
-                         for k, v in out.get("provenance", {}).items()}
-    out["evidence_files"] = [_construct(EvidenceFile, e) for e in out.get("evidence_files", [])]
-    return Trace.model_construct(**out)
