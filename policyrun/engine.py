@@ -19,13 +19,20 @@ from policyrun.trace import LayerRef, RulebookRef, Trace
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
     """Load a rulebook and refuse it when static checks find errors (warnings pass)."""
     rb = load_rulebook(ref)
-    from policyrun import lintcache
+    from policyrun import compilecache, lintcache
     from policyrun.lint import findings_for, lint_dependencies
 
+    # Before lint, whose compilations load them too.
+    stored = compilecache.preload(rb.path)
     findings = lintcache.lookup(rb.path)
     if findings is None:
         findings = findings_for(rb)
         lintcache.store(rb.path, findings, lint_dependencies(rb))
+    if not stored and not any(f.severity == "error" for f in findings):
+        from policyrun.checks import expression_sites
+
+        # Compiled here, before the guard's child is forked, so the child inherits them too.
+        compilecache.store(rb.path, [s.source if s.condition else s.source.strip() for s in expression_sites(rb)])
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise RulebookError(f"rulebook has {len(errors)} error(s); run `policyrun lint {rb.display}`",
