@@ -132,8 +132,9 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
     # A presence test of a whole fact (`has(facts.x)`), or of one element of a fan-out
     # (`has(facts.p.k)`), must not turn a failed probe or element into false: failed(facts.x) is
     # the way to ask. Other missing reads are decided by evaluation (below).
-    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")) \
-            or (compiled.strict_elements and any(
+    if missing and any(r["path"].split(".")[1] in compiled.strict_facts for r in missing
+                       if r["path"].startswith("facts.")) \
+            or (missing and compiled.strict_elements and any(
                 rec.get("missing") and tuple(parts[1:3]) in compiled.strict_elements
                 for rec, parts in zip(reads, compiled.read_parts) if parts[0] == "facts" and len(parts) == 3)):
         return compiled, reads, fact_ids, (_missing_message(missing), False)
@@ -259,7 +260,9 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
         # (`has()` and optional chaining may handle it); record that it is absent.
         return {"path": path, "error": "absent"}
     kind = type(value)
-    if kind is not str and kind is not list and kind is not dict:  # a number, bool or null: as it is
+    if kind is str:
+        return {"path": path, "value": value if len(value) + 2 <= _MAX_READ_BYTES else summarise(value)}
+    if kind is not list and kind is not dict:  # a number, bool or null: as it is
         return {"path": path, "value": value}
     return {"path": path, "value": summarise(value)}
 
