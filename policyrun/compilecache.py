@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +36,25 @@ def _file(path: Path, data: bytes) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
-    try:
-        from importlib.metadata import version
-
-        runtime = version("cel-expr-python")
-    except Exception:  # noqa: BLE001 — no version: no cache rather than a wrong one
+    runtime = _runtime()
+    if runtime is None:
         return None
     key = hashlib.sha256(b"\0".join([data, os.fsencode(path), _code_fingerprint().encode(),
                                      runtime.encode()])).hexdigest()
     return folder / "compiled" / f"{key}.json"
+
+
+@cache
+def _runtime() -> str | None:
+    """The CEL runtime's extension module as installed (path, size, mtime): another version never
+    reads programs this one serialised. (A stat, where importlib.metadata scans every package.)"""
+    try:
+        from cel_expr_python import cel
+
+        st = os.stat(str(cel.__file__))
+        return f"{cel.__file__} {st.st_size} {st.st_mtime_ns}"
+    except (ImportError, OSError, TypeError):
+        return None
 
 
 def preload(path: Path) -> bool:
@@ -93,8 +104,10 @@ def store(path: Path, sources: list[str]) -> None:
 
 def record_of(compiled: expr.Compiled) -> dict[str, Any]:
     """A compiled expression as JSON data (`expr.compiled_from_record` reads it back)."""
-    return {"program": base64.b64encode(compiled.program.serialize()).decode("ascii"),
-            "ast": base64.b64encode(compiled.serialized).decode("ascii"),
+    program = compiled.program.serialize()
+    # The checked tree is the program's own unless failed(facts.x) was rewritten for evaluation.
+    return {"program": base64.b64encode(program).decode("ascii"),
+            "ast": None if program == compiled.serialized else base64.b64encode(compiled.serialized).decode("ascii"),
             "result_type": compiled.result_type,
             "read_parts": [list(p) for p in compiled.read_parts],
             "reads_all_facts": compiled.reads_all_facts,

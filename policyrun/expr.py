@@ -206,9 +206,11 @@ def compiled_from_record(source: str, record: Mapping[str, Any]) -> Compiled | N
     import base64
 
     try:
-        program = _env().deserialize(base64.b64decode(record["program"]))
+        serialized = base64.b64decode(record["program"])
+        program = _env().deserialize(serialized)
         parts = tuple(tuple(str(x) for x in p) for p in record["read_parts"])
-        return Compiled(source, program, str(record["result_type"]), base64.b64decode(record["ast"]),
+        tree = serialized if record["ast"] is None else base64.b64decode(record["ast"])
+        return Compiled(source, program, str(record["result_type"]), tree,
                         tuple(".".join(p) for p in parts), parts,
                         roots=frozenset(p[0] for p in parts),
                         facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
