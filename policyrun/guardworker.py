@@ -24,6 +24,7 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -111,10 +112,23 @@ class _Worker:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # Reaped later: a large child takes milliseconds to tear down, which the next evaluation
+        # need not wait for.
+        _dying.append(self.pid)
+        self.pid = -1
+
+
+_dying: list[int] = []  # killed children not yet reaped
+
+
+def _reap(block: bool = False) -> None:
+    for pid in list(_dying):
         try:
-            os.waitpid(self.pid, 0)
+            done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         except ChildProcessError:
-            pass
+            done = pid
+        if done:
+            _dying.remove(pid)
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -166,6 +180,9 @@ def _serve(req_r: int, resp_w: int, mem: mmap.mmap, shared: dict[int, Any], memo
 _worker: _Worker | None = None
 
 
+_lock = threading.Lock()  # one request at a time on the child's pipes
+
+
 def _stop_worker() -> None:
     global _worker
     if _worker is not None:
@@ -173,13 +190,20 @@ def _stop_worker() -> None:
         _worker = None
 
 
-atexit.register(_stop_worker)
+def _at_exit() -> None:
+    _stop_worker()
+    _reap(block=True)
+
+
+atexit.register(_at_exit)
 
 
 def _worker_for(shared: Sequence[Any], memory: int) -> _Worker:
     global _worker
     if _worker is not None and (_worker.owner != os.getpid() or not _worker.holds(shared, memory)):
         _stop_worker()
+    if _dying:
+        _reap()
     if _worker is None:
         _worker = _Worker({id(o): o for o in shared}, memory)
     return _worker
@@ -191,6 +215,11 @@ def run_shared(fn: Callable[..., T], *args: Any, shared: Sequence[Any] = ()) -> 
     (and anything inside `args` that is one of them), which the child already holds."""
     if not guarded_available():
         return fn(*args)
+    with _lock:
+        return _run_shared(fn, args, shared)
+
+
+def _run_shared(fn: Callable[..., T], args: tuple[Any, ...], shared: Sequence[Any]) -> T:
     limit_s = expression_limit()
     memory = evaluation_memory()
     refused: dict[str, str] = {}
