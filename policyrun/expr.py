@@ -344,6 +344,15 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
     finally:
         if guard is not None:
             guard.leave()
+    if compiled.result_type == "BOOL":
+        # Most conditions: an error's plain value is its message (a string), so a bool is a result,
+        # and asking the value's type (as below) is not needed.
+        try:
+            plain = result.plain_value()
+        except (TypeError, AssertionError):
+            plain = None
+        if type(plain) is bool:
+            return Outcome(value=plain)
     if result.type().name() == "ERROR":
         return _error_outcome(str(result.value()))
     try:
