@@ -109,3 +109,26 @@ def test_a_shared_object_is_passed_by_reference(tmp_path: Path) -> None:
 
 def _call_first(items: list) -> object:  # type: ignore[type-arg]
     return items[0]()
+
+
+def test_a_forked_copy_of_the_process_gets_its_own_child() -> None:
+    """A process forked from one that has a guard child (collection's guarded children are) must
+    not write requests into its parent's pipes: it forks a child of its own."""
+    if not guardworker.guarded_available():
+        pytest.skip("no fork here")
+    assert guardworker.run_shared(divmod, 7, 2) == (3, 1)
+    parents = guardworker._worker
+    assert parents is not None
+    pid = os.fork()
+    if pid == 0:  # the forked copy: exit status 0 only if it used a child of its own
+        ok = False
+        try:
+            ok = guardworker.run_shared(divmod, 9, 4) == (2, 1) and guardworker._worker is not None \
+                and guardworker._worker.pid != parents.pid
+            guardworker._stop_worker()
+            guardworker._reap(block=True)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert guardworker._worker is parents and guardworker.run_shared(divmod, 5, 2) == (2, 1)
