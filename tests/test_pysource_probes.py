@@ -904,8 +904,8 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     answers = dict(pickle.load(out) for _ in jobs)
     assert sorted(answers) == [0, 1]
     good, bad = answers[0], answers[1]
-    assert good.tree is None and good.error is None
-    assert good.bindings["X"].source == "up.b" and good.bindings["X"].node is None
+    assert good.syntax() is None and good.error is None and good.source == b""  # no tree, no bytes back
+    assert good.bindings["X"].source == "up.b" and good.node(good.bindings["X"]) is None
     assert good.bindings["f"].kind == "function" and good.bindings["f"].line == 2
     assert bad.error is not None and bad.error.file == "up/c.py" and bad.error.line == 1
 
@@ -934,8 +934,8 @@ def test_the_helper_imports_nothing_from_the_inspected_repository(
 def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: pytest.MonkeyPatch) -> None:
     from policyrun.probes import pysource
 
-    monkeypatch.setattr(pysource, "_MEMO", __import__("collections").OrderedDict())
-    monkeypatch.setattr(pysource, "_memo_bytes", 0)
+    monkeypatch.setattr(pysource, "_MEMO", {})
+    monkeypatch.setattr(pysource, "_memo_bytes", {})
     monkeypatch.setattr(pysource, "_MEMO_MAX_BYTES", 250)
     calls: list[str] = []
 
@@ -947,7 +947,7 @@ def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: py
 
     assert [get("a"), get("b"), get("a")] == ["a", "b", "a"]  # a is the most recently used now
     get("c")  # 300 bytes: the least recently used (b) goes
-    assert pysource._memo_bytes == 200
+    assert pysource._memo_bytes["test"] == 200
     get("a"), get("c")
     get("b")
     assert calls == ["a", "b", "c", "b"]

@@ -129,7 +129,7 @@ class _FileScan:
         self.patches: list[dict[str, Any]] = []
         self.overrides: list[dict[str, Any]] = []
         self.uses: list[dict[str, Any]] = []
-        tree = info.tree
+        tree = info.syntax()
         assert tree is not None
         self.nodes = nodes = _walk(tree, self.scan)
         _imports(nodes, info, self.scan)
@@ -387,7 +387,7 @@ class PatchesProbe:
             uses: list[dict[str, Any]] = []
             needles = [p.encode() for p in packages]
             for info in infos:
-                if info.tree is None or not any(n in info.source for n in needles):
+                if not info.parsed or not any(n in info.source for n in needles):
                     continue  # no upstream name anywhere in the text: nothing to find
                 fs = _FileScan(info, packages, pats, required)
                 patches += fs.patches

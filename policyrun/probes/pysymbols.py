@@ -126,7 +126,8 @@ def find_symbol(resolver: Resolver, qualname: str, depth: int = 0, *, body: bool
 def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
     """(qualified name, node, in a class) of every class, function and method a module defines
     (not functions nested in functions)."""
-    if info.tree is None:
+    tree = info.syntax()
+    if tree is None:
         return
 
     def walk(body: list[ast.stmt], prefix: str, in_class: bool) -> Iterator[tuple[str, ast.AST, bool]]:
@@ -137,7 +138,7 @@ def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
                 if isinstance(stmt, ast.ClassDef):
                     yield from walk(stmt.body, name, True)
 
-    yield from walk(info.tree.body, info.module, False)
+    yield from walk(tree.body, info.module, False)
 
 
 # --- the probe ----------------------------------------------------------------------------------
