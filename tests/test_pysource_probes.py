@@ -1012,3 +1012,36 @@ def test_symbols_and_constants_list_a_file_too_large_to_parse(tmp_path: Path) ->
     constants = probe("python.constants", up.path, root=str(up.path), names=["LIMIT"])
     assert constants["constants"] == [] and constants["skipped"] == [{"path": "up/big.py", "reason": "too_large",
                                                                        "size": size}]
+
+
+def test_module_summaries_hold_no_syntax_tree_and_give_nodes_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Resolution caches keep hundreds of modules: a summary holding its tree (about 25 times the
+    # source) kept 133 MB of trees alive through the real planning audit. Nodes come back on demand.
+    import ast
+
+    from policyrun.probes import pysource
+    from policyrun.probes.pyresolve import ModuleInfo, module_info
+
+    source = b"import os\n\nclass Engine:\n    def step(self, batch):\n        return batch\n\nif os:\n    X = 1\n"
+    parsed = pysource.parse_source(source, "up/core.py")
+    assert isinstance(parsed, ast.Module)
+    info = module_info(parsed, "up/core.py", "up.core", "up", source)
+
+    def holds_ast(value: object, depth: int = 0) -> bool:
+        if isinstance(value, ast.AST):
+            return True
+        if depth > 3:
+            return False
+        if isinstance(value, dict):
+            return any(holds_ast(v, depth + 1) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(holds_ast(v, depth + 1) for v in value)
+        if hasattr(value, "__dataclass_fields__"):
+            return any(holds_ast(v, depth + 1) for v in vars(value).values())
+        return False
+
+    assert isinstance(info, ModuleInfo) and not holds_ast(info)
+    monkeypatch.setattr(pysource, "_MEMO", {})  # the tree is gone from the memo too: parsed again
+    engine, x = info.node(info.bindings["Engine"]), info.node(info.bindings["X"])
+    assert isinstance(engine, ast.ClassDef) and engine.name == "Engine" and engine.lineno == 3
+    assert isinstance(x, ast.Assign) and x.lineno == 8  # inside the module-level `if`

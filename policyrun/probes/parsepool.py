@@ -136,7 +136,7 @@ def summarize(data: bytes, path: str, module: str, package: str) -> Any:
     from policyrun.probes.pyresolve import ModuleInfo, module_info
     from policyrun.probes.pysource import ParseError, parse_source
 
-    parsed = parse_source(data, path)
+    parsed = parse_source(data, path, remember=False)  # each file once: a memo would only hold trees
     if isinstance(parsed, ParseError):
         return ModuleInfo(path, module, package, parsed)
     assert isinstance(parsed, ast.Module)

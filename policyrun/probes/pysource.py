@@ -129,13 +129,14 @@ def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
     return result
 
 
-def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
+def parse_source(data: bytes, rel: str, *, remember: bool = True) -> ast.Module | ParseError:
     """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
-    Results are cached by content, so the same file parsed by several probes is parsed once.
-    Every parse of a probe goes through here, so this is where the size bound holds."""
+    Results are cached by content, so the same file parsed by several probes is parsed once
+    (`remember=False`: by a caller that parses each file once and keeps no tree, like the parse
+    helper). Every parse of a probe goes through here, so this is where the size bound holds."""
     if len(data) > MAX_SOURCE_BYTES:
         return too_large(rel, len(data))
-    return memo("ast", data, rel, lambda: _parse(data, rel))
+    return memo("ast", data, rel, lambda: _parse(data, rel)) if remember else _parse(data, rel)
 
 
 def _parse(data: bytes, rel: str) -> ast.Module | ParseError:
