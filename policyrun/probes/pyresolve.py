@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun.probes.parsepool import Job, SummaryHelper
-from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, import_binds, namer_for, parse_source
+from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, import_binds, namer_for, parse_source, \
+    content_digest
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
 # takes two); 16 leaves room for deep facades while keeping a pathological chain cheap.
@@ -63,12 +64,15 @@ class ModuleInfo:
     stars: list[str] = field(default_factory=list)  # absolute modules of `from m import *`, in order
     exports: list[str] | None = None  # __all__ when it is a literal
     lazy: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    digest: str | None = field(default=None, repr=False, compare=False)  # content_digest(source), once known
 
     def syntax(self) -> ast.Module | None:
         """The module's syntax tree (None when it did not parse or only a summary was kept)."""
         if not self.parsed:
             return None
-        tree = parse_source(self.source, self.path)
+        if self.digest is None:  # asked for once per node a probe reads: hash the source once
+            self.digest = content_digest(self.source)
+        tree = parse_source(self.source, self.path, digest=self.digest)
         return tree if isinstance(tree, ast.Module) else None
 
     def node(self, binding: Binding) -> ast.stmt | None:

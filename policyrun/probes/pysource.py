@@ -93,13 +93,13 @@ def memo_bound(what: str) -> int:
     return AST_MEMO_BYTES if what == "ast" else _MEMO_MAX_BYTES
 
 
-def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
+def memo(what: str, data: bytes, rel: str, compute: Callable[[], T], *, digest: str | None = None) -> T:
     """compute(), remembered for this file content at this path (LRU, shared across probes).
 
     Probes run at the same time ask for the same files (the constants probes at HEAD and in the
     working tree start together): one computes, the others wait for its result instead of doing
     the same work beside it under the one interpreter lock."""
-    key = (hashlib.sha1(data).hexdigest(), rel)
+    key = (digest or content_digest(data), rel)
     with _MEMO_LOCK:
         table = _MEMO.setdefault(what, OrderedDict())
         if key in table:
@@ -129,14 +129,19 @@ def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
     return result
 
 
-def parse_source(data: bytes, rel: str, *, remember: bool = True) -> ast.Module | ParseError:
+def content_digest(data: bytes) -> str:
+    """What the memo knows a file's content by (a caller asking often may keep it: `digest=`)."""
+    return hashlib.sha1(data).hexdigest()
+
+
+def parse_source(data: bytes, rel: str, *, remember: bool = True, digest: str | None = None) -> ast.Module | ParseError:
     """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
     Results are cached by content, so the same file parsed by several probes is parsed once
     (`remember=False`: by a caller that parses each file once and keeps no tree, like the parse
     helper). Every parse of a probe goes through here, so this is where the size bound holds."""
     if len(data) > MAX_SOURCE_BYTES:
         return too_large(rel, len(data))
-    return memo("ast", data, rel, lambda: _parse(data, rel)) if remember else _parse(data, rel)
+    return memo("ast", data, rel, lambda: _parse(data, rel), digest=digest) if remember else _parse(data, rel)
 
 
 def _parse(data: bytes, rel: str) -> ast.Module | ParseError:
