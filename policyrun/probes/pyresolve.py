@@ -116,9 +116,10 @@ class Target:
 
 
 class _BlobCache:
-    """Parsed modules by blob sha, shared by the probes of one process: a blob's content never
+    """Module summaries by blob sha, shared by the probes of one process: a blob's content never
     changes, and a planning run reads the same upstream revisions from several probes. Bounded
-    by source bytes (an AST takes about 25 times its source), least recently used out first."""
+    by source bytes (a summary keeps its source, for the nodes asked for later), least recently
+    used out first."""
 
     def __init__(self, max_source_bytes: int) -> None:
         self.max_bytes = max_source_bytes
