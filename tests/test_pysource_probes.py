@@ -905,6 +905,9 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     assert sorted(answers) == [0, 1]
     good, bad = answers[0], answers[1]
     assert good.syntax() is None and good.error is None and good.source == b""  # no tree, no bytes back
+    from policyrun.probes import pysource
+    # the helper parses each file once and keeps no tree in its memo
+    assert (pysource.content_digest(jobs[0][0]), "up/a.py") not in pysource._MEMO.get("ast", {})
     assert good.bindings["X"].source == "up.b" and good.node(good.bindings["X"]) is None
     assert good.bindings["f"].kind == "function" and good.bindings["f"].line == 2
     assert bad.error is not None and bad.error.file == "up/c.py" and bad.error.line == 1
