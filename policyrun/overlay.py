@@ -276,7 +276,7 @@ def _rename_phase(out: _Doc, over: dict[str, Any], j: int, smap: SourceMap) -> N
     old, new = over["renames"], over.get("id")
     where = smap.locate(("phases", j, "renames"))
     phases = list(out.data.get("phases") or [])
-    ids = [p.get("id") for p in phases if isinstance(p, dict) and isinstance(p.get("id"), str)]
+    ids: list[str] = [p["id"] for p in phases if isinstance(p, dict) and isinstance(p.get("id"), str)]
     if not isinstance(old, str) or not isinstance(new, str) or not new:
         raise RulebookError("rename a base phase as `{id: <new id>, renames: <the base's phase id>}`",
                             code="O004", location=where)
