@@ -140,6 +140,40 @@ def test_mentions_context_class_scope(docs: Path) -> None:
     assert v["files"] == ["README.md", "docs/npu/guide.md"] and v["files_scanned"] == 2
 
 
+RANGES = [
+    ("This plugin requires vLLM 0.24.0 or newer (or a nightly).", ">=0.24.0"),
+    ("Requires at least vLLM 0.24.", ">=0.24"),
+    ("Install `vllm>=0.24.0` first.", ">=0.24.0"),
+    ("Install vllm >= 0.24.0, < 0.28.0 first.", "<0.28.0,>=0.24.0"),
+    ("Works with vLLM 0.24+ builds.", ">=0.24"),
+    ("Supports vLLM 0.24.0 and later.", ">=0.24.0"),
+    ("Minimum supported vLLM version: 0.24.0.", ">=0.24.0"),
+    ("The plugin supports vLLM 0.24.0 through 0.27.0.", "<=0.27.0,>=0.24.0"),
+    ("Supported: vLLM between v0.24.0 and v0.27.0.", "<=0.27.0,>=0.24.0"),
+    ("Supports vLLM up to 0.27.0.", "<=0.27.0"),
+    ("Supports vLLM 0.24.0 or earlier.", "<=0.24.0"),
+]
+EXACT = ["Targets vLLM 0.26.0.", "Built on vLLM 0.26.0+cu128 wheels.", "Upgrade from vLLM 0.26.0 to 0.27.0.",
+         "Pin `vllm==0.26.0`.", "Validated on v0.26.0, 12 tests and 3+ GPUs."]
+
+
+@pytest.mark.parametrize(("sentence", "specifier"), RANGES, ids=[s for s, _ in RANGES])
+def test_a_bound_is_a_range_claim_with_its_specifier(tmp_path: Path, sentence: str, specifier: str) -> None:
+    # "requires vLLM 0.24.0 or newer" states the oldest release supported, not the one in use: a
+    # rulebook that took it for the current version refused a correct current_ref.
+    (tmp_path / "README.md").write_text(f"# P\n\n{sentence}\n")
+    v = _run(tmp_path)
+    assert {(m["kind"], m["specifier"]) for m in v["mentions"]} == {("range", specifier)}
+    assert all(c["kind"] == "range" for c in v["claims"])  # the class (support or not) is decided apart
+
+
+@pytest.mark.parametrize("sentence", EXACT)
+def test_a_version_named_plainly_stays_an_exact_claim(tmp_path: Path, sentence: str) -> None:
+    (tmp_path / "README.md").write_text(f"# P\n\n{sentence}\n")
+    v = _run(tmp_path)
+    assert v["mentions"] and {(m["kind"], m["specifier"]) for m in v["mentions"]} == {("exact", None)}
+
+
 def test_attribution_and_bare_versions(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text(
         "Supports vLLM 0.26.0 and vLLM-Ascend v0.26.0rc1 on torch 2.7.\n\n"

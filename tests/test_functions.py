@@ -398,6 +398,27 @@ def test_version_valid_release_and_matches() -> None:
     assert value("'9.9'.version_matches('')") is True
 
 
+def test_version_unique_names_the_one_version_or_null() -> None:
+    # The identity of a plugin whose exact pins and lock agree, spelled differently in each.
+    pins = {"pinned": ["0.26"], "locked": ["0.26.0"]}
+    assert value("version_unique(facts.p.pinned + facts.p.locked)", p=pins) == "0.26"
+    assert value("['0.26.0', '0.27.0'].version_unique()") is None  # they disagree: no guess
+    assert value("[].version_unique()") is None
+    assert error("['0.26.0', 'latest'].version_unique()") == (
+        "version_unique: 'latest' is not a PEP 440 version (such as 1.2, 0.26.0+cu128, 2.0rc1 or v0.27.0)")
+    assert error("['0.26.0', 26].version_unique()") == (
+        "version_unique: item 1 is an int (26); expected a list of version strings")
+
+
+def test_a_range_admits_a_version_only_through_a_valid_specifier() -> None:
+    # The one-line rule a plugin pinned by a range needs: does every range admit the target?
+    ranges = [{"specifier_set": ">=0.24.0"}, {"specifier_set": "<0.27,>=0.24"}]
+    assert value("facts.p.filter(s, !'0.27.0'.version_matches(s.specifier_set)).map(s, s.specifier_set)",
+                 p=ranges) == ["<0.27,>=0.24"]
+    assert error("'0.27.0'.version_matches('>= 0.24 or newer')").startswith("version_matches: '>= 0.24 or newer' is "
+                                                                          "not a PEP 440 specifier set")
+
+
 # --- regular expressions --------------------------------------------------------------------------
 
 def test_capture() -> None:

@@ -124,3 +124,19 @@ def test_the_cell_example_is_current(tmp_path: Path) -> None:
     assert merge_facts((n, load_facts(EXAMPLE / n)) for n in ("h200-real.json", "fake-attn-0.json",
                                                               "fake-ffn-0.json")).to_json() == \
         (EXAMPLE / "cell.json").read_text()
+
+
+def test_the_real_h200_snapshot_evaluates_here_as_it_did_on_the_device(tmp_path: Path) -> None:
+    # The device's own evaluation of its unedited snapshot is kept in device/evaluate.log; the
+    # same snapshot evaluated here must give the same statuses and blocker (ROLES: 1 GPU of 8).
+    ev = policyrun("evaluate", "gpu-cell-preflight", "--facts", str(EXAMPLE / "h200-real.json"), "--set",
+                   "roles=h200-real=attention", "--out", str(tmp_path / "t"), "--no-timestamp", cwd=tmp_path)
+    assert ev.returncode == 2
+    on_device = (EXAMPLE / "device" / "evaluate.log").read_text()
+    table = [line for line in ev.stdout.splitlines() if line.split()[:1] and line.split()[0] in
+             ("REACH", "AGREE", "ROLES", "DEVICES", "CLEAN")]
+    assert table and all(line in on_device for line in table)
+    assert "ROLES    BLOCKED  h200-real (attention) has 1 GPU(s), needs 8" in ev.stdout
+    snap = json.loads((EXAMPLE / "h200-real.json").read_text())
+    assert sorted(snap["facts"]) == ["gpu", "modules", "netenv", "stack"]
+    assert all(f["provenance"]["host"] == "h200-real" and "error" not in f for f in snap["facts"].values())

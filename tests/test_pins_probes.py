@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from policyrun.probes.base import ProbeError
-from tests.gitfixtures import run_probe
+from tests.gitfixtures import init_repo, run_probe
 
 PYPROJECT = """\
 [build-system]
@@ -84,6 +84,19 @@ def test_every_source_with_line_section_and_version(project: Path) -> None:
     ]
     assert v["distinct"] == ["0.6.3", "0.6.3.post1", "0.7.0"]
     assert v["files"] == ["poetry.lock", "pyproject.toml", "requirements.txt", "requirements/cuda.txt", "uv.lock"]
+    # Each constraint read as PEP 440 (Poetry's bare version and caret translated) and given a kind.
+    assert [(s["raw"], s["specifier_set"], s["exact"], s["kind"]) for s in v["sources"]] == [
+        ("vllm 0.6.3", "==0.6.3", None, "lock"),
+        ("vllm==0.6.3", "==0.6.3", "0.6.3", "exact"),
+        ("vLLM[audio] >=0.6, <0.8 ; python_version >= '3.10'", "<0.8,>=0.6", None, "range"),
+        ("vllm===0.6.3", "===0.6.3", "0.6.3", "exact"),
+        ('vllm = "0.6.3"', "==0.6.3", "0.6.3", "exact"),
+        ('vllm = {version = "^0.6", optional = true}', "<0.7,>=0.6", None, "range"),
+        ("vllm==0.7.0", "==0.7.0", "0.7.0", "exact"),
+        ("VLLM == 0.6.3", "==0.6.3", "0.6.3", "exact"),
+        ("vllm 0.6.3.post1", "==0.6.3.post1", None, "lock"),
+    ]
+    assert (v["pinned"], v["locked"], v["unreadable"]) == (["0.6.3", "0.7.0"], ["0.6.3", "0.6.3.post1"], [])
 
 
 def test_names_are_normalised_and_not_prefix_matched(project: Path) -> None:
@@ -155,3 +168,115 @@ def test_a_lock_files_requirement_specifiers_are_sources_with_their_line(tmp_pat
         (14, "==0.26.0", "0.26.0", "package.metadata.requires-dist (my-plugin)"),
         (18, ">=0.26", None, "package.metadata.requires-dev.test (my-plugin)"),
     ]
+
+
+def kinds(root: Path, **params: Any) -> list[tuple[Any, ...]]:
+    return [(s["file"], s["line"], s["section"], s["specifier_set"], s["exact"], s["kind"])
+            for s in pins(root, package="vllm", **params)["sources"]]
+
+
+def test_a_range_is_a_range_not_a_missing_pin(tmp_path: Path) -> None:
+    # The bart-plugin's form: a minimum in [project] dependencies and in an extra, no lock.
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\ndependencies = [\n  "torch>=2.9",\n  "vllm>=0.24.0",\n]\n'
+        '[project.optional-dependencies]\nserve = ["vllm[audio]~=0.26.0"]\nany = ["vllm"]\n'
+        'odd = ["vllm @ git+https://github.com/vllm-project/vllm@v0.26.0"]\n')
+    v = pins(tmp_path, package="vllm")
+    assert kinds(tmp_path) == [
+        ("pyproject.toml", 5, "project.dependencies", ">=0.24.0", None, "range"),
+        ("pyproject.toml", 8, "project.optional-dependencies.serve", "~=0.26.0", None, "range"),
+        ("pyproject.toml", 9, "project.optional-dependencies.any", "", None, "unpinned"),
+        ("pyproject.toml", 10, "project.optional-dependencies.odd", None, None, "other"),
+    ]
+    assert (v["distinct"], v["pinned"], v["locked"]) == ([], [], [])
+
+
+SETUP_PY = """\
+from setuptools import setup
+
+REQS = open("requirements.in").read().splitlines()
+setup(
+    name="p",
+    install_requires=[
+        "torch>=2.9.0",
+        "vllm>=0.24.0",  # minimum
+    ],
+    extras_require={"gpu": ("vllm==0.26.0",), "docs": "sphinx\\nvllm<0.28"},
+)
+"""
+
+
+def test_setup_py_literal_requirements_are_read_without_running_it(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY.replace("from setuptools", "open('ran', 'w')\nfrom setuptools"))
+    assert kinds(tmp_path) == [
+        ("setup.py", 9, "setup.install_requires", ">=0.24.0", None, "range"),
+        ("setup.py", 11, "setup.extras_require.gpu", "==0.26.0", "0.26.0", "exact"),
+        ("setup.py", 11, "setup.extras_require.docs", "<0.28", None, "range"),
+    ]
+    v = pins(tmp_path, package="vllm")
+    assert v["files"] == ["setup.py"] and v["unreadable"] == [] and v["pinned"] == ["0.26.0"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_computed_setup_py_requirements_are_unreadable_at_their_line(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(
+        "import setuptools\nREQS = ['vllm==0.26.0']\nEXTRAS = {}\nsetuptools.setup(\n    install_requires=REQS,\n"
+        "    extras_require=EXTRAS,\n    **{'name': 'p'},\n)\n")
+    v = pins(tmp_path, package="vllm")
+    assert v["sources"] == []  # the list is never evaluated, so REQS's pin is not guessed at
+    assert v["unreadable"] == [
+        {"file": "setup.py", "line": 5, "reason": "install_requires is computed, not a literal list of strings; "
+                                                  "policyrun reads setup.py and never runs it"},
+        {"file": "setup.py", "line": 6, "reason": "extras_require is computed, not a dict literal"},
+        {"file": "setup.py", "line": 7, "reason": "setup(**...) passes keywords policyrun cannot read"},
+    ]
+    (tmp_path / "setup.py").write_text("setup(install_requires=[\n")
+    assert pins(tmp_path, package="vllm")["unreadable"] == [
+        {"file": "setup.py", "line": 1, "reason": "not valid Python (SyntaxError)"}]
+
+
+def test_a_setup_py_without_requirements_adds_no_source(tmp_path: Path) -> None:
+    # The afd-plugin's setup.py builds extensions only: read, and nothing found.
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(ext_modules=[], cmdclass={})\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n[project.optional-dependencies]\n'
+                                             'vllm = ["vllm==0.26.0"]\n')
+    v = pins(tmp_path, package="vllm")
+    assert (v["files"], v["unreadable"]) == (["pyproject.toml", "setup.py"], [])
+    assert kinds(tmp_path) == [("pyproject.toml", 4, "project.optional-dependencies.vllm", "==0.26.0", "0.26.0",
+                                "exact")]
+
+
+def test_requirements_and_locks_kinds(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("vllm>=0.24,<0.28  # a range\n")
+    (tmp_path / "constraints.txt").write_text("vllm==0.26.*\n")
+    (tmp_path / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "vllm"\nversion = "0.26.0"\n')
+    (tmp_path / "pdm.lock").write_text('[[package]]\nname = "vllm"\nversion = "0.26.1"\n')
+    assert kinds(tmp_path) == [
+        ("constraints.txt", 1, None, "==0.26.*", None, "range"),  # a wildcard names no one version
+        ("pdm.lock", 2, "package", "==0.26.1", None, "lock"),
+        ("requirements.txt", 1, None, "<0.28,>=0.24", None, "range"),
+        ("uv.lock", 4, "package", "==0.26.0", None, "lock"),
+    ]
+    assert pins(tmp_path, package="vllm")["locked"] == ["0.26.0", "0.26.1"]
+
+
+def test_setup_py_at_a_revision(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("setup.py", SETUP_PY)
+    repo.commit("range")
+    repo.write("setup.py", SETUP_PY.replace("vllm>=0.24.0", "vllm>=0.27.0"))
+    then = run_probe("pins.package", {"package": "vllm", "rev": "HEAD"}, repo.path).value
+    now = run_probe("pins.package", {"package": "vllm"}, repo.path).value
+    assert [s["specifier_set"] for s in then["sources"]] == [">=0.24.0", "==0.26.0", "<0.28"]
+    assert [s["specifier_set"] for s in now["sources"]] == [">=0.27.0", "==0.26.0", "<0.28"]
+
+
+@pytest.mark.parametrize(("constraint", "spec_set", "kind"), [
+    ("^0.6", "<0.7,>=0.6", "range"), ("^1.2.3", "<2,>=1.2.3", "range"), ("^0.0.3", "<0.0.4,>=0.0.3", "range"),
+    ("~1.2", "<1.3,>=1.2", "range"), ("~1", "<2,>=1", "range"), ("0.26.*", "==0.26.*", "range"),
+    ("*", "", "unpinned"), ("0.26.0", "==0.26.0", "exact"), (">=0.24,<0.28", "<0.28,>=0.24", "range"),
+])
+def test_poetry_constraints_as_pep440(tmp_path: Path, constraint: str, spec_set: str, kind: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f'[tool.poetry.dependencies]\nvllm = "{constraint}"\n')
+    assert kinds(tmp_path) == [("pyproject.toml", 2, "tool.poetry.dependencies", spec_set, None if kind != "exact"
+                                else "0.26.0", kind)]

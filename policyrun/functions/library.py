@@ -234,6 +234,11 @@ LIBRARY: tuple[Function, ...] = (
              "Pre-releases inside the range match (the version is a fact, not a candidate to install); "
              "an empty spec matches every version.",
              "O(len)", "'0.26.0+cu128'.version_matches('>=0.26,<0.27')", True, _VERSIONS),
+    Function("version_unique", (sig("versions: list -> dyn", member=True),), versions.version_unique,
+             "The one version the list names, by PEP 440 equality (`0.26` and `0.26.0` are one; the first "
+             "spelling is returned), or null when the list is empty or names two: the version a project's "
+             "exact pins and lock agree on. An invalid version is an error naming it.",
+             "O(n)", "['0.26.0', '0.26', 'v0.26.0'].version_unique()", "0.26.0", _VERSIONS),
 
     Function("version_major", (sig("version: string -> int", member=True),), versions.version_major,
              "The first number of the release segment (`v2.1.3` → 2). An invalid version is an error naming it.",

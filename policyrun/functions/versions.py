@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from policyrun.functions.base import fail
+from policyrun.functions.base import fail, show
 
 
 @lru_cache(maxsize=1024)
@@ -71,3 +72,17 @@ def version_minor(text: str) -> int:
 
 def version_patch(text: str) -> int:
     return _release_part("version_patch", text, 2)
+
+
+def version_unique(versions: list[Any]) -> str | None:
+    """The one version a list names (PEP 440 equality: `0.26` is `0.26.0`), else None: the
+    current version of a project whose exact pins and lock resolution agree, and no guess when
+    there are none or they disagree (a rulebook reports that from the list itself)."""
+    found: list[tuple[Version, str]] = []
+    for i, text in enumerate(versions):
+        if type(text) is not str:
+            fail(f"version_unique: item {i} is {show(text)}; expected a list of version strings")
+        version = _version("version_unique", text)
+        if not any(v == version for v, _ in found):
+            found.append((version, text))
+    return found[0][1] if len(found) == 1 else None

@@ -5,7 +5,10 @@ the sentence that introduces the list, table row with its column header, fenced 
 YAML front matter), attributed to a product, classified (`support`: the version the project
 targets, pins, requires, supports or was validated on now, including what is or is not supported
 on it; `history`: a former version, a past verification, a changelog entry; `other`), and scoped
-(`gpu`, `npu`, ... from the words around it). Every convention is a parameter, and the defaults
+(`gpu`, `npu`, ... from the words around it), and read for its bound: "0.24.0 or newer", "at
+least 0.24", ">= 0.24.0", "0.24+", "0.24 and later", "supports 0.24 through 0.27" state a range
+(kind `range`, with its PEP 440 specifier), not the version the project is on; any other mention
+is `exact`. Every convention is a parameter, and the defaults
 know no product: `subject` is required, and a rulebook's vars say which other products its docs
 name, its versions' shape and its backends' words (the flagship's `claim_*` vars hold the real
 afd-plugin's: vLLM, whose docs also name vLLM-Ascend, a different product).
@@ -62,6 +65,32 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
+# Words and operators that make a version a bound, not the version in use. Looked for in the text
+# between the version and its neighbours in the sentence (product names, backticks and a `v` may
+# sit between): an operator or phrase right before it, a phrase right after it, a joiner between
+# two versions. "from X to Y" is not a range: upgrade notes say it of a migration.
+_DECOR = r"[\s`*_\"'(]*"
+_TAIL = _DECOR + r"v?$"
+_WORDS = r"(?:[A-Za-z][\w.-]*:?\s+){0,3}"  # "at least vLLM 0.24", "minimum supported version: 0.24"
+_BEFORE: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?:>=|≥|=>)" + _TAIL), ">="), (re.compile(r"(?:<=|≤|=<)" + _TAIL), "<="),
+    (re.compile(r"~=" + _TAIL), "~="), (re.compile(r"!=" + _TAIL), "!="),
+    (re.compile(r"(?<![<>=!~-])>" + _TAIL), ">"), (re.compile(r"(?<![<>=!~])<" + _TAIL), "<"),
+    (re.compile(r"(?i)\b(?:at\s+least|minimum(?:\s+(?:supported\s+)?(?:version|release))?(?:\s+(?:of|is))?"
+                r"|min\.?)\s*:?\s*" + _WORDS + r":?" + _TAIL), ">="),
+    (re.compile(r"(?i)\b(?:up\s+to|at\s+most|maximum(?:\s+(?:supported\s+)?(?:version|release))?(?:\s+(?:of|is))?)"
+                r"\s*:?\s*" + _WORDS + r":?" + _TAIL), "<="),
+]
+_AFTER: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?i)^" + _DECOR + r"(?:\+(?![A-Za-z0-9])"  # 0.24+, but not the local label of 0.26.0+cu128
+                r"|\s*(?:or|and)\s+(?:newer|later|above|higher|greater|up|beyond)\b|\s*onwards?\b)"), ">="),
+    (re.compile(r"(?i)^" + _DECOR + r"\s*(?:or|and)\s+(?:older|earlier|below|lower)\b"), "<="),
+]
+_THROUGH = re.compile(r"(?i)^" + _DECOR + r"\s*(?:-|–|—|\.\.\.?|through|thru)\s*" + _TAIL)
+_BETWEEN = re.compile(r"(?i)\bbetween\s+" + _WORDS + _TAIL)
+_AND = re.compile(r"(?i)^" + _DECOR + r"\s*and\s*" + _TAIL)
+_CHAIN = re.compile(r"^" + _DECOR + r",\s*(?:[<>!~]?=|[<>])" + _TAIL)  # vllm>=0.24,<0.27
+
 _S = {"type": "string"}
 _NS = {"type": ["string", "null"]}
 _PATTERNS = {"type": "array", "items": _S}
@@ -77,6 +106,10 @@ _MENTION = {"type": "object", "properties": {
     "row": {"type": ["string", "null"], "description": "The table row, stripped (tables only)."},
     "column_header": _NS,
     "class": _S, "scope": _S,
+    "kind": {"enum": ["exact", "range"], "description": "range: the sentence bounds the version (`0.24.0 or "
+             "newer`, `>=0.24`, `0.24 through 0.27`) rather than naming the one in use."},
+    "specifier": {"type": ["string", "null"], "description": "A range's PEP 440 specifier set, clauses sorted "
+                  "(`>=0.24.0`, `<=0.27,>=0.24`); null for an exact mention."},
     "scopes": {"type": "array", "items": _S, "description": "Every scope found at the deciding level."}}}
 
 PARAMS_SCHEMA: dict[str, Any] = {
@@ -405,6 +438,39 @@ def _sentences(text: str, segments: list[tuple[int, int]]) -> list[_Sentence]:
     return out
 
 
+def _bounds(text: str, s: _Sentence) -> dict[tuple[int, int, str], str]:
+    """The versions of a sentence that a bound names, each with its PEP 440 specifier set (a pair
+    joined by `through`, `-` or `between ... and` shares one: `>=0.24,<=0.27`)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    vs = s.versions
+    before = [text[(vs[i - 1][1] if i else s.start):v[0]] for i, v in enumerate(vs)]
+    after = [text[v[1]:(vs[i + 1][0] if i + 1 < len(vs) else s.end)] for i, v in enumerate(vs)]
+    clauses: list[list[str]] = []
+    for i, v in enumerate(vs):
+        op = next((o for rx, o in _BEFORE if rx.search(before[i])), None) or \
+            next((o for rx, o in _AFTER if rx.search(after[i])), None)
+        clauses.append([f"{op}{v[2]}"] if op else [])
+    group = list(range(len(vs)))  # versions sharing one specifier share a group number
+    for i in range(len(vs) - 1):
+        span = after[i]
+        if _THROUGH.search(span) or (_AND.search(span) and _BETWEEN.search(before[i])):
+            clauses[i], clauses[i + 1] = [f">={vs[i][2]}"], [f"<={vs[i + 1][2]}"]
+        elif not (clauses[i] and clauses[i + 1] and _CHAIN.search(span)):
+            continue
+        group[i + 1] = group[i]
+    out: dict[tuple[int, int, str], str] = {}
+    for i, v in enumerate(vs):
+        joined = [c for k in range(len(vs)) if group[k] == group[i] for c in clauses[k]]
+        if not joined:
+            continue
+        try:
+            out[v] = ",".join(sorted(str(c) for c in SpecifierSet(",".join(joined))))
+        except InvalidSpecifier:  # a version no specifier takes (`0.24.x`): stays an exact mention
+            continue
+    return out
+
+
 def _distance(a: tuple[int, int], b: tuple[int, int]) -> int:
     if a[0] < b[1] and b[0] < a[1]:
         return 0
@@ -441,6 +507,7 @@ class _Document:
             sentence = " ".join(text[s.start:s.end].split())  # link destinations were blanked
             kept = [v for i, v in enumerate(s.versions) if self._is_subject(text, v, s, i, products)]
             classes = self._sentence_classes(text, s, kept)
+            bounds = _bounds(text, s)
             for v in kept:
                 line, column = block.position(v[0])
                 cls = classes.get(v) or self._outer_class(block, v[0]) or FALLBACK_CLASS
@@ -453,6 +520,7 @@ class _Document:
                     "row": self.raw[line - 1].strip() if block.kind == "table" else None,
                     "column_header": block.column_header(v[0]),
                     "class": cls, "scope": scopes[0], "scopes": scopes,
+                    "kind": "range" if v in bounds else "exact", "specifier": bounds.get(v),
                 })
         return out
 

@@ -1,8 +1,12 @@
 """Version pins: where a package's version is constrained, and module-level constants.
 
 `pins.package` reads pyproject.toml (PEP 621, PEP 735 dependency groups, build-system, uv and
-Poetry tables), requirements/constraints files and uv/poetry lock files. `pins.constant` reads a
-constant from Python source with `ast`; the module is never imported, so nothing runs.
+Poetry tables), setup.py's literal `install_requires`/`extras_require` (with `ast`, never run),
+requirements/constraints files and uv/poetry/pdm lock files. Each constraint is also read as a
+PEP 440 specifier set with `packaging` and given a kind (`exact`, `range`, `lock`, `unpinned`,
+`other`), so a rulebook can tell a pin from a range from a lock's resolution without parsing text.
+`pins.constant` reads a constant from Python source with `ast`; the module is never imported, so
+nothing runs.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.files import DOCUMENT_BYTES, read_file
 from policyrun.probes.git import rev_param
 
-DEFAULT_FILES = ("pyproject.toml", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
-                 "uv.lock", "poetry.lock")
+DEFAULT_FILES = ("pyproject.toml", "setup.py", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
+                 "uv.lock", "poetry.lock", "pdm.lock")
 
 _REQUIREMENT = re.compile(r"""^\s*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*
                               (?:\[[^\]]*\])?\s*(?P<spec>[^;]*?)\s*(?:;.*)?$""", re.VERBOSE)
@@ -45,18 +49,81 @@ def exact_version(spec: str) -> str | None:
     return None
 
 
+def _poetry_range(op: str, version: str) -> str | None:
+    """Poetry's caret and tilde as PEP 440 (python-poetry.org/docs/dependency-specification):
+    `^0.24` is `>=0.24,<0.25`, `^1.2.3` is `>=1.2.3,<2.0.0`, `~1.2` is `>=1.2,<1.3`."""
+    try:
+        parts = [int(p) for p in version.split(".")]
+    except ValueError:
+        return None
+    if op == "^":
+        first = next((i for i, n in enumerate(parts) if n != 0), len(parts) - 1)
+        upper = parts[:first] + [parts[first] + 1]
+    else:
+        upper = parts[:1] + [parts[1] + 1] if len(parts) > 1 else [parts[0] + 1]
+    return f">={version},<{'.'.join(map(str, upper))}"
+
+
+_POETRY = re.compile(r"^([\^~])\s*(\d+(?:\.\d+)*)$")
+
+
+def specifier_set(spec: str) -> str | None:
+    """The constraint as a PEP 440 specifier set (clauses sorted, comma-joined, as the `requirement`
+    function writes them; '' for none), or None when it is not one (a git or path source)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    spec = spec.strip().strip("()").strip()
+    if spec == "*":  # Poetry: any version
+        return ""
+    if re.match(r"^\d[\w.+!-]*(?:\.\*)?$", spec):
+        spec = "==" + spec  # Poetry: "1.2.3" means ==1.2.3, "1.2.*" ==1.2.*
+    elif (m := _POETRY.match(spec)) is not None:
+        spec = _poetry_range(m.group(1), m.group(2)) or spec
+    try:
+        return ",".join(sorted(str(s) for s in SpecifierSet(spec)))
+    except InvalidSpecifier:
+        return None
+
+
+def pinned_version(spec_set: str | None) -> str | None:
+    """The one version an `==`/`===` clause names (no wildcard), else None."""
+    from packaging.specifiers import SpecifierSet
+
+    if not spec_set:
+        return None
+    named = {s.version for s in SpecifierSet(spec_set) if s.operator in ("==", "===") and "*" not in s.version}
+    return named.pop() if len(named) == 1 else None
+
+
 @dataclass
 class Pin:
     file: str
     line: int | None
     specifier: str
     section: str | None
-    exact: bool = False  # lock files record the resolved version itself
+    locked: bool = False  # lock files record the resolved version itself
+    raw: str | None = None  # the constraint as written (the requirement string, or the line)
 
     def as_value(self) -> dict[str, Any]:
-        version = self.specifier if self.exact else exact_version(self.specifier)
+        version = self.specifier if self.locked else exact_version(self.specifier)
+        spec_set = f"=={self.specifier}" if self.locked else specifier_set(self.specifier)
+        exact = None if self.locked else pinned_version(spec_set)
+        kind = ("lock" if self.locked else "other" if spec_set is None else "unpinned" if spec_set == ""
+                else "exact" if exact is not None else "range")
         return {"file": self.file, "line": self.line, "specifier": self.specifier, "version": version,
-                "section": self.section}
+                "section": self.section, "raw": self.raw if self.raw is not None else self.specifier,
+                "specifier_set": spec_set, "exact": exact, "kind": kind}
+
+
+@dataclass
+class Unreadable:
+    """A constraint policyrun will not guess at: setup.py computing its requirements at run time."""
+    file: str
+    line: int | None
+    reason: str
+
+    def as_value(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
 
 
 class _LineFinder:
@@ -92,7 +159,7 @@ def _load_toml(text: str, rel: str) -> tuple[dict[str, Any], str]:
 def _requirement_pins(strings: Any, section: str, want: str, rel: str, finder: _LineFinder) -> Iterator[Pin]:
     for item in strings if isinstance(strings, list) else []:
         if isinstance(item, str) and (m := _REQUIREMENT.match(item)) and normalize(m.group("name")) == want:
-            yield Pin(rel, finder.quoted(item), m.group("spec").strip(), section)
+            yield Pin(rel, finder.quoted(item), m.group("spec").strip(), section, raw=item)
 
 
 def _poetry_pins(table: Any, section: str, want: str, rel: str, finder: _LineFinder) -> Iterator[Pin]:
@@ -100,13 +167,14 @@ def _poetry_pins(table: Any, section: str, want: str, rel: str, finder: _LineFin
         if normalize(name) != want:
             continue
         line = finder.key(name)
+        raw = finder.lines[line - 1].strip() if line else None
         for c in constraint if isinstance(constraint, list) else [constraint]:
             if isinstance(c, str):
-                yield Pin(rel, line, c, section)
+                yield Pin(rel, line, c, section, raw=raw)
             elif isinstance(c, dict):
                 spec = c.get("version") or " ".join(f"{k}={c[k]}" for k in ("git", "tag", "rev", "path", "url")
                                                     if k in c)
-                yield Pin(rel, line, str(spec), section)
+                yield Pin(rel, line, str(spec), section, raw=raw)
 
 
 def pyproject_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
@@ -149,7 +217,7 @@ def requirements_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
             continue
         m = _REQUIREMENT.match(line)
         if m and normalize(m.group("name")) == want:
-            yield Pin(rel, number, m.group("spec").strip(), None)
+            yield Pin(rel, number, m.group("spec").strip(), None, raw=line)
 
 
 def lock_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
@@ -160,7 +228,8 @@ def lock_pins(text: str, rel: str, want: str) -> Iterator[Pin]:
         name = package.get("name", "")
         if normalize(name) == want and "version" in package:
             line = finder.find(re.compile(rf"^\s*name\s*=\s*[\"']{re.escape(name)}[\"']"))
-            yield Pin(rel, line, str(package["version"]), "package", exact=True)
+            yield Pin(rel, line, str(package["version"]), "package", locked=True,
+                      raw=f"{name} {package['version']}")
         requirements.extend(_lock_requirements(package, want, rel, text))
     yield from requirements
 
@@ -182,12 +251,65 @@ def _lock_requirements(package: Any, want: str, rel: str, text: str) -> Iterator
                 continue
             name = re.escape(str(req["name"]))
             line = finder.find(re.compile(rf"\{{[^}}]*\bname\s*=\s*[\"']{name}[\"'][^}}]*\bspecifier\s*="))
-            yield Pin(rel, line, str(req["specifier"]), f"package.metadata.{section} ({package.get('name', '?')})")
+            yield Pin(rel, line, str(req["specifier"]), f"package.metadata.{section} ({package.get('name', '?')})",
+                      raw=finder.lines[line - 1].strip() if line else None)
+
+
+def setup_py_pins(text: str, rel: str, want: str) -> Iterator[Pin | Unreadable]:
+    """`install_requires` and `extras_require` of every `setup(...)` call, read with `ast`: a list,
+    tuple or string literal (a dict literal of them for extras). A computed value is recorded as
+    unreadable at its line, never evaluated: setup.py is code, and policyrun does not run it."""
+    try:
+        tree = ast.parse(text, filename=rel)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        yield Unreadable(rel, getattr(exc, "lineno", None), f"not valid Python ({type(exc).__name__})")
+        return
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and _called_name(call.func) == "setup"):
+            continue
+        for kw in call.keywords:
+            if kw.arg is None:
+                yield Unreadable(rel, kw.value.lineno, "setup(**...) passes keywords policyrun cannot read")
+            elif kw.arg == "install_requires":
+                yield from _setup_requirements(kw.value, "setup.install_requires", want, rel)
+            elif kw.arg == "extras_require":
+                if not isinstance(kw.value, ast.Dict):
+                    yield Unreadable(rel, kw.value.lineno, "extras_require is computed, not a dict literal")
+                    continue
+                for key, value in zip(kw.value.keys, kw.value.values):
+                    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                        yield Unreadable(rel, value.lineno, "an extras_require key is computed, not a string")
+                        continue
+                    yield from _setup_requirements(value, f"setup.extras_require.{key.value}", want, rel)
+
+
+def _called_name(func: ast.expr) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _setup_requirements(node: ast.expr, section: str, want: str, rel: str) -> Iterator[Pin | Unreadable]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # setuptools takes lines of text too
+        # A string spanning lines ("""...""") has one requirement a line; "a\nb" sits on one line.
+        spans = node.end_lineno is not None and node.end_lineno > node.lineno
+        items = [(node.lineno + (i if spans else 0), line) for i, line in enumerate(node.value.splitlines())]
+    elif isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                         for e in node.elts):
+        items = [(e.lineno, e.value) for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    else:
+        yield Unreadable(rel, node.lineno, f"{section.removeprefix('setup.')} is computed, not a literal list "
+                                           "of strings; policyrun reads setup.py and never runs it")
+        return
+    for line, item in items:
+        item = item.split("#", 1)[0].strip()
+        if (m := _REQUIREMENT.match(item)) is not None and normalize(m.group("name")) == want:
+            yield Pin(rel, line, m.group("spec").strip(), section, raw=item)
 
 
 def _reader(name: str) -> Any:
     if name == "pyproject.toml":
         return pyproject_pins
+    if name == "setup.py":
+        return setup_py_pins
     if name.endswith(".lock"):
         return lock_pins
     if name.endswith((".txt", ".in")):
@@ -197,7 +319,8 @@ def _reader(name: str) -> Any:
 
 class PackagePinsProbe:
     kind = "pins.package"
-    summary = "Every place a package's version is constrained: pyproject, requirements, uv.lock, poetry.lock."
+    summary = ("Every place a package's version is constrained: pyproject, setup.py, requirements, uv/poetry/pdm "
+               "lock files; each as a PEP 440 specifier set with its kind (exact, range, lock).")
     params_schema: Mapping[str, Any] = {
         "type": "object",
         "properties": {
@@ -222,8 +345,27 @@ class PackagePinsProbe:
                             "line": {"type": ["integer", "null"]},
                             "specifier": {"type": "string", "description": "As written, e.g. `==0.6.3`, `>=0.6`."},
                             "version": {"type": ["string", "null"], "description": "The exact version, when pinned."},
-                            "section": {"type": ["string", "null"], "description": "e.g. project.dependencies."}}}},
+                            "section": {"type": ["string", "null"], "description": "e.g. project.dependencies."},
+                            "raw": {"type": "string", "description": "As written: the requirement string "
+                                    "(`vllm>=0.24.0`), the requirements line, or `name version` for a lock."},
+                            "specifier_set": {"type": ["string", "null"], "description": "The constraint as a "
+                                              "PEP 440 specifier set, clauses sorted (`<0.28,>=0.26`; Poetry's "
+                                              "`^`/`~` translated; '' for none; null when not one, e.g. git)."},
+                            "exact": {"type": ["string", "null"], "description": "The one version an `==`/`===` "
+                                      "clause names (no wildcard), else null (also for a lock)."},
+                            "kind": {"enum": ["exact", "range", "lock", "unpinned", "other"], "description":
+                                     "exact: `==`/`===` one version; range: any other specifier; lock: the "
+                                     "version a lock file resolves; unpinned: no specifier; other: not PEP 440."}}}},
             "distinct": {"type": "array", "items": {"type": "string"}, "description": "Sorted exact versions."},
+            "pinned": {"type": "array", "items": {"type": "string"},
+                       "description": "Sorted distinct `exact` versions of the sources (locks excluded)."},
+            "locked": {"type": "array", "items": {"type": "string"},
+                       "description": "Sorted distinct versions lock files resolve for the package."},
+            "unreadable": {"type": "array", "description": "Constraints policyrun will not guess at (setup.py "
+                           "computing them at run time), never evaluated.",
+                           "items": {"type": "object", "properties": {
+                               "file": {"type": "string"}, "line": {"type": ["integer", "null"]},
+                               "reason": {"type": "string"}}}},
             "files": {"type": "array", "items": {"type": "string"}, "description": "Files read."},
         },
     }
@@ -245,12 +387,12 @@ class PackagePinsProbe:
             if not path.resolve().is_relative_to(inside):
                 raise ProbeError("file.unreadable", f"{path.relative_to(root).as_posix()} is a symbolic link leading "
                                                     f"outside {root}; policyrun does not follow links out of the root")
-        pins: list[Pin] = []
+        pins: list[Pin | Unreadable] = []
         for path in files:
             reader = _reader(path.name)
             if reader is None:
-                raise ProbeError("params.invalid", f"{path.name}: not a pyproject.toml, requirements (*.txt, *.in) "
-                                                   "or lock file; narrow the files globs")
+                raise ProbeError("params.invalid", f"{path.name}: not a pyproject.toml, setup.py, requirements "
+                                                   "(*.txt, *.in) or lock file; narrow the files globs")
             rel = path.relative_to(root).as_posix()
             try:
                 pins.extend(reader(read_file(path, rel).decode("utf-8"), rel, want))
@@ -267,14 +409,14 @@ class PackagePinsProbe:
 
         want = normalize(params["package"])
         globs = params.get("files", DEFAULT_FILES)
-        pins: list[Pin] = []
+        pins: list[Pin | Unreadable] = []
         with open_tree(params.get("root", "."), params["rev"], ctx) as tree:
             files = [rel for rel in tree.paths if any(glob_match(rel, g) for g in globs)]
             for rel in files:
                 reader = _reader(PurePosixPath(rel).name)
                 if reader is None:
-                    raise ProbeError("params.invalid", f"{rel}: not a pyproject.toml, requirements (*.txt, *.in) "
-                                                       "or lock file; narrow the files globs")
+                    raise ProbeError("params.invalid", f"{rel}: not a pyproject.toml, setup.py, requirements "
+                                                       "(*.txt, *.in) or lock file; narrow the files globs")
                 # The tree's own read() caps Python sources at 1 MiB; a lock file gets the 16 MiB every
                 # document probe allows, refused from its size in the listing before it is read.
                 size = tree.sizes.get(rel, 0)
@@ -301,10 +443,13 @@ class PackagePinsProbe:
                                sources=[f"{tree.root / s['file']}@{tree.rev_sha}" for s in value["sources"]])
 
 
-def _value(package: str, pins: list[Pin], files: list[str]) -> dict[str, Any]:
-    sources = [p.as_value() for p in pins]
+def _value(package: str, pins: list[Pin | Unreadable], files: list[str]) -> dict[str, Any]:
+    sources = [p.as_value() for p in pins if isinstance(p, Pin)]
     return {"package": package, "sources": sources, "files": files,
-            "distinct": sorted({s["version"] for s in sources if s["version"]})}
+            "distinct": sorted({s["version"] for s in sources if s["version"]}),
+            "pinned": sorted({s["exact"] for s in sources if s["exact"]}),
+            "locked": sorted({s["version"] for s in sources if s["kind"] == "lock"}),
+            "unreadable": [p.as_value() for p in pins if isinstance(p, Unreadable)]}
 
 
 def glob_match(rel: str, pattern: str) -> bool:
