@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 FLAGSHIP = Path(__file__).resolve().parents[1] / "rulebooks" / "upgrade-gpu-version.yaml"
 
 
 def vllm_claims() -> dict[str, Any]:
-    v = yaml.safe_load(FLAGSHIP.read_text())["vars"]
+    from policyrun.rulebook import load_rulebook
+
+    v = load_rulebook(FLAGSHIP).model.vars  # the overlay merged onto upgrade-vllm-plugin
     return {"subject": v["claim_subject"], "other_products": v["claim_other_products"],
             "version": v["claim_version"], "bare_versions": v["claim_bare_versions"],
             "classes": v["claim_classes"], "scopes": v["claim_scopes"]}
