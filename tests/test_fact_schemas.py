@@ -155,6 +155,29 @@ def _const(tmp: Path) -> list[Value]:
     return [_run("const", {"value": {"any": ["thing"]}}, tmp)]
 
 
+def _bindings(tmp: Path) -> list[Value]:
+    """python.bindings (and python.imports' fallbacks) over tests/test_pybindings.py's fixture."""
+    from tests import test_pybindings as tb
+    from tests.gitfixtures import init_repo
+
+    up = init_repo(tmp / "up")
+    for rel, text in tb.UP_V1.items():
+        up.write(rel, text)
+    up.commit("v1")
+    up.git("tag", "v1")
+    up.git("rm", "-q", "up/old_place.py")
+    for rel, text in tb._v2(tb.UP_V1).items():
+        up.write(rel, text)
+    up.commit("v2")
+    up.git("tag", "v2")
+    plugin = init_repo(tmp / "plugin")
+    plugin.write("plug/main.py", tb.PLUGIN)
+    plugin.commit("init")
+    resolve = {"path": str(up.path), "rev": "v1", "compare_rev": "v2"}
+    return [(kind, run_probe(kind, {"root": str(plugin.path), "resolve": resolve}, tmp).value)
+            for kind in ("python.bindings", "python.imports")]
+
+
 def _serving(tmp: Path) -> list[Value]:
     """The serving kinds against what tests/test_serving_probes.py serves them: a loopback HTTP
     server and package index, a fake `docker` printing Docker's JSON shapes."""
@@ -212,7 +235,7 @@ def _record(tmp: Path) -> list[Value]:
 
 EXTRA: dict[str, Callable[[Path], list[Value]]] = {"record": _record, "git": _git, "files": _files, "host": _host, "search": _search,
                                                    "junit": _junit, "nvml": _nvml, "stack": _stack, "const": _const,
-                                                   "serving": _serving}
+                                                   "serving": _serving, "bindings": _bindings}
 
 
 @pytest.fixture(scope="module")

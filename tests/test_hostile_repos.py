@@ -613,6 +613,7 @@ def _every_git_probe(p: str) -> dict[str, Any]:
         "imports": ("python.imports", {"root": p}),
         "imports_rev": ("python.imports", {"root": p, "rev": "v1"}),
         "symbols": ("python.symbols", {"path": p, "files": ["src/*.py"], "compare_rev": "v1"}),
+        "bindings": ("python.bindings", {"root": p, "resolve": {"path": p, "rev": "v1", "compare_rev": "HEAD"}}),
         "constants": ("python.constants", {"root": p, "names": ["TARGET"]}),
         "claims": ("docs.claims", {"root": p, "subject": "(?i)\\bvllm\\b"}),
         "markers": ("markers", {"root": p}),

@@ -4,6 +4,7 @@ to the upstream files that define what it imports (`by_upstream_file`, joined wi
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from policyrun.gcpause import gc_paused
 from policyrun.probes import parsepool
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.git import rev_param
+from policyrun.probes.pyfallback import DEFAULT_VERSION_PATTERN, Branch, fallback_branches
 from policyrun.probes.pyresolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,
                                        as_list, namer_for, object_schema, open_tree, relative_text, schema_list,
@@ -30,6 +32,7 @@ class ImportRow:
     form: str  # import | from | dynamic
     relative: bool
     type_checking: bool
+    fallback: Branch | None = None
 
     @property
     def site(self) -> str:
@@ -38,7 +41,8 @@ class ImportRow:
     def as_fact(self) -> dict[str, Any]:
         return {"site": self.site, "file": self.file, "line": self.line, "module": self.module, "name": self.name,
                 "alias": self.alias, "form": self.form, "relative": self.relative,
-                "type_checking": self.type_checking}
+                "type_checking": self.type_checking,
+                "fallback": self.fallback.as_fact() if self.fallback is not None else None}
 
 
 def is_type_checking(test: ast.expr) -> bool:
@@ -73,20 +77,23 @@ def statements(body: list[ast.stmt], type_checking: bool = False) -> Iterator[tu
             yield from statements(case.body, type_checking)
 
 
-def extract_imports(tree: ast.Module, file: str, package: str, *, dynamic: bool = True) -> list[ImportRow]:
+def extract_imports(tree: ast.Module, file: str, package: str, *, dynamic: bool = True,
+                    version_pattern: re.Pattern[str] | None = None) -> list[ImportRow]:
     """Import rows of one module; `dynamic=False` skips looking for import_module/__import__ calls."""
     rows: list[ImportRow] = []
+    fallbacks = fallback_branches(tree, file, version_pattern)
     checking_spans: list[tuple[int, int]] = []
     for stmt, checking in statements(tree.body):
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
-                rows.append(ImportRow(file, alias.lineno, alias.name, None, alias.asname, "import", False, checking))
+                rows.append(ImportRow(file, alias.lineno, alias.name, None, alias.asname, "import", False, checking,
+                                      fallbacks.get(id(stmt))))
         elif isinstance(stmt, ast.ImportFrom):
             source = absolute_module(stmt.module, stmt.level, package)
             module = source if source is not None else relative_text(stmt.module, stmt.level)
             for alias in stmt.names:
                 rows.append(ImportRow(file, alias.lineno, module, alias.name, alias.asname, "from", stmt.level > 0,
-                                      checking))
+                                      checking, fallbacks.get(id(stmt))))
         elif checking and dynamic:
             checking_spans.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
     if dynamic:
@@ -168,6 +175,13 @@ _ROW = object_schema("One imported name.", {
                                                                   "`importlib.import_module(...)`/`__import__(...)`."},
     "relative": {"type": "boolean", "description": "Written relative (`from . import x`)."},
     "type_checking": {"type": "boolean", "description": "Under `if TYPE_CHECKING:` (not run at runtime)."},
+    "fallback": object_schema("The version-compatibility fallback this import is a branch of (a `try:` catching "
+                              "ImportError, or a version-guarded `if`); null outside one.", {
+                                  "group": {"type": "string", "description": "`file:line` of the outermost "
+                                                                             "`try`/`if` of the chain."},
+                                  "branch": {"type": "integer", "description": "0 the `try` body (or first arm), "
+                                                                              "then each handler (or arm)."},
+                                  "guard": {"type": "string", "enum": ["try", "version"]}}, nullable=True),
     "target": _TARGET,
 })
 _UPSTREAM = object_schema("The upstream tree resolved against; null without `resolve`.", {
@@ -175,6 +189,26 @@ _UPSTREAM = object_schema("The upstream tree resolved against; null without `res
     "compare_rev": {"type": ["string", "null"]}, "compare_sha": {"type": ["string", "null"]},
 }, nullable=True)
 _SITES = {"type": "array", "items": {"type": "string"}}
+_RESOLVES = {"type": ["boolean", "null"]}
+_BRANCH = object_schema("One branch of a fallback group.", {
+    "branch": {"type": "integer"}, "line": {"type": "integer", "description": "First line of the branch."},
+    "sites": {**_SITES, "description": "Its upstream imports (rows of packages in the upstream tree)."},
+    "resolves_at_rev": _RESOLVES | {"description": "Every upstream import of the branch resolves at resolve.rev "
+                                                  "(the current release); null without resolve or without "
+                                                  "upstream imports."},
+    "resolves_at_compare": _RESOLVES | {"description": "The same at resolve.compare_rev (the target)."},
+    "removable": {"type": "boolean", "description": "Resolves at neither release (at rev, without compare_rev): "
+                                                    "the branch serves no supported release."},
+})
+_GROUP = object_schema("A version-compatibility fallback: alternative imports of which one must work.", {
+    "group": {"type": "string", "description": "`file:line` of its outermost `try`/`if`."},
+    "file": {"type": "string"}, "line": {"type": "integer"},
+    "guard": {"type": "string", "enum": ["try", "version"]},
+    "branches": {"type": "array", "items": _BRANCH, "description": "Branches holding upstream imports, in order."},
+    "satisfied_at_rev": _RESOLVES | {"description": "At least one branch resolves at resolve.rev; null without "
+                                                   "resolve."},
+    "satisfied_at_compare": _RESOLVES | {"description": "At least one branch resolves at compare_rev."},
+})
 
 FACT_SCHEMA: Mapping[str, Any] = object_schema("Imports of the scanned tree.", {
     "root": {"type": "string", "description": "The scanned directory."},
@@ -189,8 +223,15 @@ FACT_SCHEMA: Mapping[str, Any] = object_schema("Imports of the scanned tree.", {
     "by_upstream_file": {"type": "object", "additionalProperties": _SITES,
                          "description": "Upstream path (relative to resolve.path) → sorted sites depending on it: "
                                         "module file, every file of the re-export chain, defining file."},
-    "unresolved": {**_SITES, "description": "Sites of rows whose target was not found at resolve.rev."},
-    "missing_at_compare": {"type": "array", "description": "Rows found at resolve.rev but not at compare_rev.",
+    "unresolved": {**_SITES, "description": "Sites of rows whose target was not found at resolve.rev, except "
+                                            "branches of a fallback group another branch satisfies there."},
+    "fallbacks": {"type": "array", "items": _GROUP, "description": "Fallback groups holding upstream imports, by "
+                                                                 "file then line."},
+    "removable": {"type": "array", "description": "Fallback branches that resolve at no supported release.",
+                  "items": object_schema("A removable branch.", {
+                      "group": {"type": "string"}, "branch": {"type": "integer"}, "sites": _SITES})},
+    "missing_at_compare": {"type": "array", "description": "Rows found at resolve.rev but not at compare_rev "
+                                                          "(except branches of a fallback group satisfied there).",
                            "items": object_schema("A removed or renamed module or name.", {
                                "site": {"type": "string"}, "module": {"type": "string"},
                                "name": {"type": ["string", "null"]},
@@ -228,6 +269,9 @@ PARAMS_SCHEMA: Mapping[str, Any] = {
         "packages": {"type": "array", "items": {"type": "string", "minLength": 1},
                      "description": "Keep only imports of these top-level packages (e.g. [vllm])."},
         "source_roots": SOURCE_ROOTS,
+        "version_pattern": {"type": "string", "minLength": 1, "default": DEFAULT_VERSION_PATTERN,
+                            "description": "Regular expression (Python `re`) a name, attribute or function in an "
+                                           "`if` test must match for the `if` to be a version guard."},
         "resolve": {"type": "object", "additionalProperties": False, "required": ["path"],
                     "description": "Resolve each import in an upstream tree.",
                     "properties": {
@@ -283,6 +327,10 @@ def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, An
     keep = PathFilter(as_list(params.get("include")) or ["**/*.py"], as_list(params.get("exclude")))
     namer = namer_for(tree, as_list(params.get("source_roots")) or ["."])
     packages = set(params.get("packages") or [])
+    try:
+        pattern = re.compile(params.get("version_pattern") or DEFAULT_VERSION_PATTERN)
+    except re.error as exc:
+        raise ProbeError("params.invalid", f"version_pattern is not a regular expression: {exc}") from None
     rows: list[ImportRow] = []
     errors: list[ParseError] = []
     scanned = 0
@@ -292,13 +340,14 @@ def collect_imports(tree: SourceTree, params: Mapping[str, Any]) -> dict[str, An
             errors.append(parsed)
             continue
         dynamic = b"import_module" in data or b"__import__" in data  # skip the expression walk when it cannot hit
-        for row in extract_imports(parsed, path, namer.package_of(path), dynamic=dynamic):
+        for row in extract_imports(parsed, path, namer.package_of(path), dynamic=dynamic, version_pattern=pattern):
             if not packages or row.module.split(".")[0] in packages:
                 rows.append(row)
     return {"root": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha, "files_scanned": scanned,
             "parse_errors": [e.as_fact() for e in errors], "skipped": skipped_facts(errors),
             "imports": [r.as_fact() for r in rows], "modules": sorted({r.module for r in rows}), "upstream": None,
             "by_upstream_file": {}, "unresolved": [], "missing_at_compare": [], "moved_at_compare": [],
+            "fallbacks": fallback_groups(rows), "removable": [],
             "upstream_parse_errors": [], "upstream_skipped": []}
 
 
@@ -346,10 +395,12 @@ def _resolve_rows(value: dict[str, Any], here: Resolver, there: Resolver | None)
     unresolved: list[str] = []
     missing: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []
+    resolved_rows: list[dict[str, Any]] = []
     for row in value["imports"]:
         if not here.has_package(row["module"]):
             continue
         target = here.resolve(row["module"], row["name"])
+        resolved_rows.append(row)
         fact = target.as_fact()
         for path in target.files():
             by_file.setdefault(path, set()).add(row["site"])
@@ -369,8 +420,11 @@ def _resolve_rows(value: dict[str, Any], here: Resolver, there: Resolver | None)
                          "compare_rev": compare.rev if compare else None,
                          "compare_sha": compare.rev_sha if compare else None}
     value["by_upstream_file"] = {path: sorted(sites, key=_site_order) for path, sites in sorted(by_file.items())}
-    value["unresolved"] = unresolved
-    value["missing_at_compare"] = missing
+    # A fallback branch that does not resolve where another branch of its group does is the
+    # fallback working as written, not an unknown or missing surface.
+    covered_here, covered_there = _judge_fallbacks(value, resolved_rows, there is not None)
+    value["unresolved"] = [s for s in unresolved if s not in covered_here]
+    value["missing_at_compare"] = [m for m in missing if m["site"] not in covered_there]
     value["moved_at_compare"] = moved
     value["upstream_parse_errors"] = [
         {**err.as_fact(), "rev": resolver.tree.rev}
@@ -382,3 +436,65 @@ def _resolve_rows(value: dict[str, Any], here: Resolver, there: Resolver | None)
 def _site_order(site: str) -> tuple[str, int]:
     path, _, line = site.rpartition(":")
     return path, int(line)
+
+
+def fallback_groups(rows: list[ImportRow]) -> list[dict[str, Any]]:
+    """The fallback groups of the rows, unresolved: branches in order, each with its sites."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        b = row.fallback
+        if b is None:
+            continue
+        file, _, line = b.group.rpartition(":")
+        group = groups.setdefault(b.group, {"group": b.group, "file": file, "line": int(line), "guard": b.guard,
+                                            "branches": {}, "satisfied_at_rev": None, "satisfied_at_compare": None})
+        branch = group["branches"].setdefault(b.index, {"branch": b.index, "line": b.line, "sites": [],
+                                                        "resolves_at_rev": None, "resolves_at_compare": None,
+                                                        "removable": False})
+        if row.site not in branch["sites"]:
+            branch["sites"].append(row.site)
+    out = sorted(groups.values(), key=lambda g: (g["file"], g["line"]))
+    for group in out:
+        group["branches"] = [group["branches"][i] for i in sorted(group["branches"])]
+    return out
+
+
+def _judge_fallbacks(value: dict[str, Any], resolved: list[dict[str, Any]],
+                     compared: bool) -> tuple[set[str], set[str]]:
+    """Mark each branch resolved or not at both releases; the sites covered by another branch at
+    rev and at compare_rev. Branches without upstream imports drop out (they prove nothing)."""
+    by_branch: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in resolved:
+        if row.get("fallback") is not None:
+            by_branch.setdefault((row["fallback"]["group"], row["fallback"]["branch"]), []).append(row)
+    covered_here: set[str] = set()
+    covered_there: set[str] = set()
+    groups = []
+    removable = []
+    for group in value["fallbacks"]:
+        branches = []
+        for branch in group["branches"]:
+            rows = by_branch.get((group["group"], branch["branch"]), [])
+            if not rows:
+                continue
+            branch["sites"] = [r["site"] for r in rows]
+            branch["resolves_at_rev"] = all(r["target"]["found"] for r in rows)
+            branch["resolves_at_compare"] = all(r["target"]["compare"]["found"] for r in rows) if compared else None
+            branch["removable"] = not branch["resolves_at_rev"] and not branch["resolves_at_compare"]
+            branches.append(branch)
+        if not branches:
+            continue
+        group["branches"] = branches
+        group["satisfied_at_rev"] = any(b["resolves_at_rev"] for b in branches)
+        group["satisfied_at_compare"] = any(b["resolves_at_compare"] for b in branches) if compared else None
+        for b in branches:
+            if group["satisfied_at_rev"]:
+                covered_here.update(b["sites"])
+            if group["satisfied_at_compare"]:
+                covered_there.update(b["sites"])
+            if b["removable"]:
+                removable.append({"group": group["group"], "branch": b["branch"], "sites": b["sites"]})
+        groups.append(group)
+    value["fallbacks"] = groups
+    value["removable"] = removable
+    return covered_here, covered_there

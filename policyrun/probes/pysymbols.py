@@ -238,7 +238,7 @@ class SymbolsProbe:
                     for name in params.get("symbols") or []]
             rows += _file_rows(here, as_list(params.get("files")))
             for row in rows:
-                _compare(row, there, bodies)
+                compare_symbol(row, there, bodies)
             value = {
                 "path": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
                 "compare_rev": compare.rev if compare else None, "compare_sha": compare.rev_sha if compare else None,
@@ -276,11 +276,14 @@ def _file_rows(resolver: Resolver, globs: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _compare(row: dict[str, Any], there: Resolver | None, bodies: set[str] | None = None) -> None:
+def compare_symbol(row: dict[str, Any], there: Resolver | None, bodies: set[str] | None = None, *,
+                   lookup: str | None = None) -> None:
+    """Add the row's name looked up at the other revision (or `lookup`, the path written in a
+    plugin, which follows re-exports there) and what changed."""
     if there is None:
         row.update(signature_changed=None, removed=None, body_changed=None)
         return
-    later = find_symbol(there, row["name"], body=bodies is None or row["name"] in bodies)
+    later = find_symbol(there, lookup or row["name"], body=bodies is None or row["name"] in bodies)
     row["compare"] = later.as_fact()
     row["removed"] = row["found"] and not later.found
     row["signature_changed"] = row["found"] and later.found and row["signature"] != later.signature
