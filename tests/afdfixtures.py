@@ -1660,6 +1660,26 @@ SNAPSHOTS = {
 }
 
 
+# The rows the generic rulebook adds from how the plugin binds upstream: the FFN worker subclasses
+# WorkerBase and overrides two of its methods, all gone with worker_base.py at the target.
+GENERIC_BINDING_ROWS = ["vllm.v1.worker.worker_base.WorkerBase.__init__", "vllm.v1.worker.worker_base.WorkerBase.init_device",
+                        "vllm.v1.worker.worker_base.WorkerBase.load_model"]
+
+
+def generic_evidence(folder: Path) -> None:
+    """The attestations as the generic rulebook's reviewer writes them: the plan's field named
+    `target_plugin_version`, and the binding rows classified and staged with the FFN worker."""
+    arch_path, plan_path = folder / "architecture.yaml", folder / "plan.yaml"
+    arch = yaml.safe_load(arch_path.read_text(encoding="utf-8"))
+    arch["rows"] += [{"upstream": u, "classification": "BEHAVIORAL", "invariant": "the FFN worker loads only FFN-owned weights",
+                      "replacement": "vllm.v1.worker.gpu_worker.Worker"} for u in GENERIC_BINDING_ROWS]
+    dump_yaml(arch_path, arch)
+    plan = yaml.safe_load(plan_path.read_text(encoding="utf-8"))
+    plan["target_plugin_version"] = plan.pop("target_afd_version")
+    next(st for st in plan["stages"] if st["id"] == "S4-ffn-worker")["upstream"] += GENERIC_BINDING_ROWS
+    dump_yaml(plan_path, plan)
+
+
 def make_snapshot(name: str, out: Path) -> None:
     sc = SNAPSHOTS[name]
     with tempfile.TemporaryDirectory(prefix="afd-snapshot-") as tmp:
@@ -1667,11 +1687,9 @@ def make_snapshot(name: str, out: Path) -> None:
         machine = machine_facts(sc.gpus)
         write_evidence(sc, ws, ws.evidence, machine["gpu"])
         inputs = scenario_inputs(sc, ws, str(ws.evidence))
-        if sc.rulebook != RULEBOOK:  # the generic rulebook's own input names and plan field
+        if sc.rulebook != RULEBOOK:  # the generic rulebook's own input names, plan field and binding rows
             inputs = {{"afd_repo": "plugin_repo", "afd_base": "plugin_base"}.get(k, k): v for k, v in inputs.items()}
-            plan = ws.evidence / "plan.yaml"
-            plan.write_text(plan.read_text(encoding="utf-8").replace("target_afd_version:", "target_plugin_version:"),
-                            encoding="utf-8")
+            generic_evidence(ws.evidence)
         snap = collect_facts(sc.mode, inputs, cwd=ws.plugin.path, machine=machine, rulebook=sc.rulebook)
         out.write_text(stable_json(snap, ws.replacements(f"{STABLE_AFD}/.policyrun/evidence")), encoding="utf-8")
 
