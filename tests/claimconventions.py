@@ -10,10 +10,15 @@ from typing import Any
 FLAGSHIP = Path(__file__).resolve().parents[1] / "rulebooks" / "upgrade-gpu-version.yaml"
 
 
-def vllm_claims() -> dict[str, Any]:
+def flagship_vars() -> dict[str, Any]:
+    """Every var of the flagship: its overlay's merged onto upgrade-vllm-plugin's."""
     from policyrun.rulebook import load_rulebook
 
-    v = load_rulebook(FLAGSHIP).model.vars  # the overlay merged onto upgrade-vllm-plugin
+    return dict(load_rulebook(FLAGSHIP).model.vars)
+
+
+def vllm_claims() -> dict[str, Any]:
+    v = flagship_vars()
     return {"subject": v["claim_subject"], "other_products": v["claim_other_products"],
             "version": v["claim_version"], "bare_versions": v["claim_bare_versions"],
             "classes": v["claim_classes"], "scopes": v["claim_scopes"]}
