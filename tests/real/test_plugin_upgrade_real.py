@@ -58,7 +58,10 @@ def evaluate(repo: Path, vllm: Path, out: Path, *sets: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def planning(bart: Path, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return evaluate(bart, vllm_repo, tmp_path_factory.mktemp("bart-planning"), "--set", f"current_ref={CURRENT}")
+    out = tmp_path_factory.mktemp("bart-planning")
+    trace = evaluate(bart, vllm_repo, out, "--set", f"current_ref={CURRENT}", "--format", "md")
+    trace["report_md"] = (out / "report.md").read_text()
+    return trace
 
 
 def phases(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -225,6 +228,9 @@ def test_identity_rests_on_the_ranges_and_current_ref(bart: Path, planning: dict
     assert check(planning, "FREEZE_IDENTITY", "ranges_admit_current_and_target")["result"] == "SATISFIED"
     assert check(planning, "FREEZE_IDENTITY", "pins_exact")["result"] == "NOT_APPLICABLE"
     assert check(planning, "FREEZE_IDENTITY", "current_ref_matches_evidence")["result"] == "NOT_APPLICABLE"
+    # the completion report lists the ranges under the identity sources
+    assert "| pin | `pyproject.toml:28` | `>=0.24.0` |" in planning["report_md"]
+    assert f"| doc | `README.md:{claim}` | `>=0.24.0` |" in planning["report_md"]
 
 
 def test_file_rows_equal_the_import_and_diff_truth(bart: Path, vllm_repo: Path, planning: dict[str, Any]) -> None:
