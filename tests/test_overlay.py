@@ -270,3 +270,15 @@ phases:
     found = [(f.code, f.severity, f.location.file, f.location.line, f.message) for f in lint_file(overlay)
              if f.code == "O005"]
     assert found == [("O005", "warning", str(overlay), 7, "disables check 'positive' of phase A (n is a count)")]
+
+
+def test_a_test_case_may_name_an_input_by_its_alias(base: Path, tmp_path: Path) -> None:
+    _overlay(tmp_path, RENAMING)
+    suite = tmp_path / "overlay.test.yaml"
+    suite.write_text("policyrun_test: 1\nrulebook: overlay.yaml\ncases:\n"
+                     "  - {name: alias, mode: audit, inputs: {plugin_repo: x}, facts: {n: 1},"
+                     " expect: {phases: {ALPHA: PASS}}}\n"
+                     "  - {name: typo, mode: audit, inputs: {plugin_rep: x}, facts: {n: 1},"
+                     " expect: {phases: {ALPHA: PASS}}}\n")
+    found = [(f.code, f.message) for f in lint_file(suite)]
+    assert found == [("K002", "case 'typo': no input 'plugin_rep' in rulebook 'adapted'; did you mean 'plugin_repo'?")]
