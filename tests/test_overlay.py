@@ -282,3 +282,16 @@ def test_a_test_case_may_name_an_input_by_its_alias(base: Path, tmp_path: Path) 
                      " expect: {phases: {ALPHA: PASS}}}\n")
     found = [(f.code, f.message) for f in lint_file(suite)]
     assert found == [("K002", "case 'typo': no input 'plugin_rep' in rulebook 'adapted'; did you mean 'plugin_repo'?")]
+
+
+def test_the_overlay_in_docs_plugin_upgrade_lints_clean(tmp_path: Path) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plugin-upgrade.md").read_text()
+    [text] = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if "name: my-plugin-upgrade" in b]
+    path = tmp_path / "my-plugin-upgrade.yaml"
+    path.write_text(text)
+    assert [f for f in lint_file(path) if f.severity == "error" or f.code == "O005"] == []
+    rb = load_rulebook(path).model
+    assert rb.vars["version_constant_names"] == ["SUPPORTED_VLLM_VERSION"] and rb.inputs["patches_dir"].default == "my_plugin/compat"
+    assert [p.id for p in rb.phases][1] == "INVENTORY_PLUGIN_CONTRACTS"
