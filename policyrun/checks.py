@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.derive import graph_of
+from policyrun.derivegraph import graph_of
 from policyrun.errors import Finding, FindingSink
 from policyrun.expr import Compiled, ExprError, caret, compile_condition, compile_expr, split_template
 from policyrun.rulebook import LoadedRulebook, node_path_text
@@ -381,7 +381,7 @@ def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
     and derived values, a derived value reads facts and other derived values. A cycle cannot be
     collected or computed."""
     model = rb.model
-    # The edges come from the one graph collection and evaluation use (policyrun.derive): a
+    # The edges come from the one graph collection and evaluation use (policyrun.derivegraph): a
     # probe's parameters wait for the facts they read or ask about with failed(), directly or
     # through derived values.
     deps = graph_of(model)

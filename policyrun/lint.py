@@ -94,10 +94,10 @@ def _type_findings(rb: LoadedRulebook) -> list[Finding]:
 
 def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.expr import has_template
-    from policyrun.probes.registry import registry
+    from policyrun.probes.declared import declarations
 
     sink = FindingSink()
-    kinds = registry()
+    kinds = declarations()
     validators: dict[str, Any] = {}
     for pid, spec in rb.model.probes.items():
         path = ("probes", pid)
