@@ -231,12 +231,12 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         from policyrun.errors import terminal_text
         from policyrun.render.explain import render_explain
         from policyrun.render.view import FAILING, is_decisive
-        from policyrun.trace import load_trace
         from policyrun.traceconsistency import banner_lines, inconsistencies
+        from policyrun.tracevalues import load_trace_values
 
         if roots:
             roots.check(trace, "trace")
-        loaded = load_trace(Path(trace), force=force)
+        loaded = load_trace_values(Path(trace), force=force)  # summarised values whole, from values/ beside it
         text = render_explain(loaded, phase=phase, failures=failures_only)  # T004 for an unknown phase
         problems = inconsistencies(loaded) if force else []
         if problems:
