@@ -82,7 +82,14 @@ class _Child:
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         """Read stderr as it comes (torch warns a lot: a full pipe would stall the child), keeping the tail."""
         assert proc.stderr is not None
-        for chunk in iter(lambda: proc.stderr.read1(1 << 16), b""):  # type: ignore[union-attr]
+        fd = proc.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:  # closed under us by stop()
+                return
+            if not chunk:
+                return
             with self.stderr_lock:
                 self.stderr += chunk
                 del self.stderr[:-MAX_STDERR]

@@ -34,7 +34,8 @@ from typing import Any
 from policyrun import masking
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import ChildOutputTooLarge, ChildResult, ChildTimeout, child_env, run_child
-from policyrun.probes.pysession import ISOLATED, run_script
+from policyrun.probes.pysession import ISOLATED as ISOLATED  # python.record runs its child the same way
+from policyrun.probes.pysession import run_script
 
 DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
 _STDERR_TAIL = 2000
