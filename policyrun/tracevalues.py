@@ -209,8 +209,9 @@ def load_trace_values(path: Path, *, force: bool = False) -> Any:
 
 def problems(trace: Any, trace_path: Path) -> tuple[list[str], list[str]]:
     """(problems, notes) with the values kept beside a trace: a kept value whose file is missing or
-    does not match its checksum, a summarised value neither kept nor listed as omitted (problems);
-    no index at all, or values omitted at the cap (notes)."""
+    does not match its checksum, a summarised value neither kept nor listed as omitted, a values/
+    folder without its index (problems); values omitted at the cap (a note). A trace with no values/
+    folder beside it (copied on its own, or written before values were kept) has neither."""
     from policyrun.errors import display_path
 
     summaries = list(_summaries_in(trace.model_dump(mode="json")))
@@ -219,10 +220,12 @@ def problems(trace: Any, trace_path: Path) -> tuple[list[str], list[str]]:
     folder = trace_path.parent / VALUES
     index_path = folder / INDEX
     with _opened(folder) as fd:
-        raw_index = _read(fd, INDEX, limits.TRACE_BYTES) if fd is not None else None
+        if fd is None:
+            return [], []  # a trace read on its own (copied, or written before values were kept): checksums only
+        raw_index = _read(fd, INDEX, limits.TRACE_BYTES)
         if raw_index is None:
-            return [], [f"{display_path(index_path)}: not there; the {len(summaries)} value(s) this trace summarises "
-                        "were not kept beside it (evaluate --out keeps them), so only their checksums are checked"]
+            return [f"{display_path(index_path)}:1:1: missing, though values/ is there; the values this trace "
+                    "summarises cannot be checked without it (evaluate again with --out)"], []
         try:
             index = json.loads(raw_index)
             kept, omitted = dict(index["kept"]), dict(index["omitted"])
@@ -242,7 +245,7 @@ def problems(trace: Any, trace_path: Path) -> tuple[list[str], list[str]]:
                 out.append(f"{display_path(index_path)}:1:1: lists neither as kept nor as omitted the value {s.where} "
                            f"summarises (sha256 {s.digest})")
                 continue
-            data = _read(fd, name) if fd is not None else None
+            data = _read(fd, name)
             if data is None:
                 out.append(f"{shown}:1:1: missing; it holds the value {s.where} summarises (the index lists it as kept)")
             elif (actual := hashlib.sha256(data).hexdigest()) != s.digest:

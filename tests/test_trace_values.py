@@ -126,9 +126,15 @@ def test_a_missing_value_file_is_caught_by_verify(run: Path, capsys: pytest.Capt
     assert code == 1 and f"VALUE MISMATCH: {kept}:1:1: missing; it holds the value derived[d9].value" in out
 
 
-def test_without_values_folder_verify_notes_it(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_trace_on_its_own_verifies_by_checksums(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for f in (run / "values").iterdir():
         f.unlink()
     (run / "values").rmdir()
     code, out, err = _verify(run, capsys)
-    assert code == 0 and "were not kept beside it" in err
+    assert code == 0 and out.startswith("verified:") and "values" not in err
+
+
+def test_a_values_folder_without_its_index_is_caught(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (run / "values" / "index.json").unlink()
+    code, out, _ = _verify(run, capsys)
+    assert code == 1 and f"VALUE MISMATCH: {run / 'values' / 'index.json'}:1:1: missing, though values/ is there" in out
