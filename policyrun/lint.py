@@ -97,7 +97,7 @@ def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.probes.declared import declarations
 
     sink = FindingSink()
-    kinds = declarations()
+    kinds = declarations() if rb.model.probes else {}
     validators: dict[str, Any] = {}
     for pid, spec in rb.model.probes.items():
         path = ("probes", pid)

@@ -123,7 +123,7 @@ def fact_schemas(model: Any) -> dict[str, SchemaView]:
     """Probe id → the schema of its fact value (attestation documents get their declared schema)."""
     from policyrun.probes.declared import declarations
 
-    kinds = declarations()
+    kinds = declarations() if model.probes else {}
     out: dict[str, SchemaView] = {}
     for pid, spec in model.probes.items():
         probe = kinds.get(spec.uses)

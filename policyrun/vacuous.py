@@ -33,7 +33,7 @@ def vacuous_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.probes.declared import declarations
 
     model = rb.model
-    kinds = declarations()
+    kinds = declarations() if model.probes else {}
     empty: dict[str, Any] = {}
     for pid, spec in model.probes.items():
         value_of = getattr(kinds.get(spec.uses), "empty_value", None)
