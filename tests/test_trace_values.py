@@ -138,3 +138,14 @@ def test_a_values_folder_without_its_index_is_caught(run: Path, capsys: pytest.C
     (run / "values" / "index.json").unlink()
     code, out, _ = _verify(run, capsys)
     assert code == 1 and f"VALUE MISMATCH: {run / 'values' / 'index.json'}:1:1: missing, though values/ is there" in out
+
+
+def test_the_mcp_server_keeps_values_as_evaluate_does(run: Path, tmp_path: Path) -> None:
+    from policyrun.mcp.tools import evaluate
+
+    out = tmp_path / "mcp-out"
+    result = evaluate(str(tmp_path / "big.yaml"), "m", facts_files=[str(tmp_path / "facts.json")], out_dir=str(out),
+                      timestamp=False)
+    assert result.exit_code == 1
+    assert (out / "trace.json").read_bytes() == (run / "trace.json").read_bytes()
+    assert sorted(p.name for p in (out / "values").iterdir()) == sorted(p.name for p in (run / "values").iterdir())

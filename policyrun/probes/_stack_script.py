@@ -190,7 +190,7 @@ def _vllm(out: dict[str, Any]) -> None:
     out["vllm"] = v
 
 
-def inspect(args: dict[str, Any]) -> dict[str, Any]:
+def stack(args: dict[str, Any]) -> dict[str, Any]:
     """The stack as one JSON-ready object."""
     out: dict[str, Any] = {
         "python": {
@@ -217,7 +217,7 @@ def inspect(args: dict[str, Any]) -> dict[str, Any]:
 
 def answer(args: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
     """One request of a child shared with other probes (`_session_script.py`)."""
-    reply(inspect(args))
+    reply(stack(args))
 
 
 def main() -> None:
@@ -225,7 +225,7 @@ def main() -> None:
     result_fd = os.dup(1)
     sys.stdout.flush()
     os.dup2(2, 1)  # anything printed while libraries load goes to stderr
-    out = inspect(args)
+    out = stack(args)
     sys.stdout.flush()
     data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8")
     while data:
