@@ -6,7 +6,8 @@ are listed in `policyrun.probes.registry`; third parties register kinds through 
 group `policyrun.probes` (the entry point loads to a probe object or a zero-argument factory).
 
 Probe modules must import heavy libraries (NVML, Jinja2) inside `run`, never at module top
-level: `policyrun lint` loads the registry to validate parameters and must stay fast.
+level: commands that list or run probes load the registry, and must stay fast. (`policyrun lint`
+reads the built-in kinds' schemas from `declarations.json` instead: policyrun.probes.declared.)
 """
 
 from __future__ import annotations
