@@ -31,8 +31,18 @@ class ExprSite:
     probe_when: bool = False  # a probe's `when`: decided before collection, over inputs, vars and mode
 
 
+_SITES: list[tuple[LoadedRulebook, list[ExprSite]]] = []
+
+
 def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
-    """Every CEL expression in the rulebook: conditions and `${...}` inside templates."""
+    """Every CEL expression in the rulebook: conditions and `${...}` inside templates. Four lint
+    passes walk them: listed once per rulebook (the last one), not split out of templates again."""
+    if not _SITES or _SITES[0][0] is not rb:
+        _SITES[:] = [(rb, list(_expression_sites(rb)))]
+    return iter(_SITES[0][1])
+
+
+def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
     model = rb.model
     styles = rb.source.styles
 
