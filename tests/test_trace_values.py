@@ -149,3 +149,21 @@ def test_the_mcp_server_keeps_values_as_evaluate_does(run: Path, tmp_path: Path)
     assert result.exit_code == 1
     assert (out / "trace.json").read_bytes() == (run / "trace.json").read_bytes()
     assert sorted(p.name for p in (out / "values").iterdir()) == sorted(p.name for p in (run / "values").iterdir())
+
+
+def test_a_long_string_is_kept_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chain = "".join(f"  s{i}: {{value: \"derived.s{i - 1} + derived.s{i - 1}\"}}\n" for i in range(1, 14))
+    rb = tmp_path / "text.yaml"
+    rb.write_text("policyrun: 1\nname: text\nmodes:\n  m: {phases: [A]}\nderive:\n  s0: {value: \"'abc'\"}\n" + chain
+                  + "phases:\n  - id: A\n    evidence:\n      - {id: e, check: \"size(derived.s13) > 0\"}\n")
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"policyrun_facts": 1, "facts": {}}')
+    out = tmp_path / "out"
+    assert main(["evaluate", str(rb), "--facts", str(facts), "--out", str(out), "-q"]) == 0
+    value = json.loads((out / "trace.json").read_text())["derived"][-1]["value"]
+    assert value["type"] == "str" and value["length"] == 3 * 2 ** 13
+    kept = out / "values" / f"{value['sha256']}.txt"
+    assert kept.read_text(encoding="utf-8") == "abc" * 2 ** 13
+    assert main(["verify", str(out / "trace.json"), "--facts", str(facts)]) == 0
+    assert main(["explain", str(out / "trace.json")]) == 0
+    assert 'derived.s13 = "abcabc' in capsys.readouterr().out
