@@ -153,3 +153,35 @@ def _no_cuda_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("CUDA_", "NVIDIA_")):
             monkeypatch.delenv(name)
+
+
+def test_concurrent_requests_wait_for_the_one_child(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    exe, count = _counting(tmp_path, _site(tmp_path))
+    shared = Interpreters()
+    ctx = ProbeContext(base_dir=tmp_path, timeout_s=120, interpreters=shared)
+    names = [["json"], ["torch"], ["torch", "json"], ["os"], ["no_such_module_here"]]
+    try:
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            results = list(pool.map(lambda m: PythonModulesProbe().run({"python": str(exe), "modules": m}, ctx).value,
+                                    names))
+    finally:
+        shared.close()
+    for wanted, got in zip(names, results):
+        assert list(got["modules"]) == wanted
+        assert got["missing"] == [n for n in wanted if n == "no_such_module_here"]
+    assert _starts(count) == 1  # a module that is not installed ran nothing: the child stays in use
+
+
+def test_a_module_not_installed_keeps_the_child(tmp_path: Path) -> None:
+    exe, count = _counting(tmp_path, _site(tmp_path))
+    shared = Interpreters()
+    ctx = ProbeContext(base_dir=tmp_path, timeout_s=60, interpreters=shared)
+    try:
+        modules = PythonModulesProbe().run({"python": str(exe), "modules": ["flash_attn", "torch.nope"]}, ctx).value
+        stack = PythonStackProbe().run({"python": str(exe), "pip_check": False}, ctx).value
+    finally:
+        shared.close()
+    assert modules["missing"] == ["flash_attn", "torch.nope"] and stack["torch"]["version"] == "2.7.1+cu128"
+    assert _starts(count) == 1

@@ -80,10 +80,20 @@ def modules_script() -> str:
 
 
 def _reusable(stdout: bytes) -> bool:
-    """Whether a shared child may answer another probe after this answer: only when every module
-    imported (a failed or timed-out import leaves the interpreter in a state a fresh one is not in)."""
+    """Whether a shared child may answer another probe after this answer: when every module
+    imported or simply is not installed (no module of that name, or of a package above it: nothing
+    ran). An import that failed or timed out inside a module's own code leaves the interpreter in a
+    state a fresh one is not in."""
     try:
-        return all(m.get("importable") is True for m in json.loads(stdout)["modules"].values())
+        modules = json.loads(stdout)["modules"]
+        for name, got in modules.items():
+            if got.get("importable") is True:
+                continue
+            parts = name.split(".")
+            absent = {f"ModuleNotFoundError: No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts) + 1)}
+            if got.get("error") not in absent:
+                return False
+        return True
     except (ValueError, KeyError, TypeError, AttributeError):
         return False
 
