@@ -12,8 +12,9 @@ that evaluation could not compute is treated as failed (`tainted`): its fact was
 an input the trace says does not exist, so no check may pass on it. docs/semantics.md has the rules.
 
 The graph (`graph_of`, policyrun.derivegraph) is computed once per rulebook and serves collection
-(what a probe waits for), evaluation (the order) and lint (cycles): a derived value that asks about a probe only with
-`failed(facts.x)` / `error_code(facts.x)` needs that probe finished, failed or not, not its value.
+(what a probe waits for), evaluation (the order) and lint (cycles): a derived value that asks
+about a probe only with `failed(facts.x)` / `error_code(facts.x)` needs that probe finished,
+failed or not, not its value.
 """
 
 from __future__ import annotations

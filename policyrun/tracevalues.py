@@ -247,7 +247,8 @@ def problems(trace: Any, trace_path: Path) -> tuple[list[str], list[str]]:
                 continue
             data = _read(fd, name)
             if data is None:
-                out.append(f"{shown}:1:1: missing; it holds the value {s.where} summarises (the index lists it as kept)")
+                out.append(f"{shown}:1:1: missing; it holds the value {s.where} summarises "
+                           "(the index lists it as kept)")
             elif (actual := hashlib.sha256(data).hexdigest()) != s.digest:
                 out.append(f"{shown}:1:1: content has sha256 {actual}, not the {s.digest} the trace records for "
                            f"{s.where}: the file was edited or replaced")
