@@ -141,7 +141,7 @@ def test_evaluate_collects_and_follows_the_gates(project: Path) -> None:
 
     args = {"rulebook": "ship.yaml", "mode": "audit", "out_dir": "out"}
     blocked = data(call("evaluate", args, progress_callback=on_progress))
-    assert blocked["exit_code"] == 2 and not blocked["error"]
+    assert blocked["exit_code"] == 2 and not blocked["error"], blocked  # the whole result, should it ever fail
     assert [(p["phase"], p["status"]) for p in blocked["phases"]] == [
         ("NOTES", "BLOCKED"), ("REVIEW", "SKIPPED"), ("RELEASE", "SKIPPED")]
     notes = blocked["phases"][0]
