@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 24 item 6 on the device: gpu-node-preflight collection with one shared interpreter child
+# (this checkout) against 319b426 (two children) and `import torch`, alternating, 5 rounds.
 # Prepare the comparison first: mkdir -p .devrun/old && git archive 319b426 | tar -x -C .devrun/old
 # (untracked, so the device tool carries it), wheels in .whl/ as for bench/device_preflight.sh.
-# (this checkout) against 319b426 (two children) and `import torch`, alternating, 5 rounds.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
