@@ -140,3 +140,10 @@ def test_the_checker_sees_a_wrong_way_import_and_a_cycle(tmp_path: Path) -> None
                                    "policyrun.cli", "policyrun.engine", "policyrun.x")}
     assert imports_of("policyrun.x", path, modules) == {"policyrun.render", "policyrun.probes.git",
                                                         "policyrun.engine"}
+
+
+def test_the_architecture_page_maps_every_module_as_the_code_describes_it() -> None:
+    from tests import architecture_doc
+
+    text = architecture_doc.PAGE.read_text(encoding="utf-8")
+    assert architecture_doc.current(text) == text, "run: python -m tests.architecture_doc --update"
