@@ -23,9 +23,10 @@ from pathlib import Path
 
 import yaml
 
-from policyrun.engine import evaluate, load_checked
-from policyrun.expr import compile_condition, evaluate as cel_eval
-from policyrun.facts import Fact, FactsSnapshot, Provenance
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's policyrun, not an installed one
+from policyrun.engine import evaluate, load_checked  # noqa: E402
+from policyrun.expr import compile_condition, evaluate as cel_eval  # noqa: E402
+from policyrun.facts import Fact, FactsSnapshot, Provenance  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/timing.py, also when imported by tests
 from timing import best_of  # noqa: E402
 

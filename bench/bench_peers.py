@@ -245,7 +245,7 @@ def timed(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[floa
     return times
 
 
-def run(w: Workload, tmp: Path, repeat: int) -> list[str]:
+def run(w: Workload, tmp: Path, repeat: int, medians: dict[str, dict[str, float]] | None = None) -> list[str]:
     p_compile, p_eval, p_raw, p_value = policyrun_engine(w)
     r_compile, r_eval, r_value = regorus_engine(w, tmp)
     assert r_value == p_value, f"{w.name}: regorus differs from policyrun"
@@ -256,6 +256,9 @@ def run(w: Workload, tmp: Path, repeat: int) -> list[str]:
         assert c_value == p_value, f"{w.name}: rego-cpp differs from policyrun"
     times = timed(engines, repeat)
     base = statistics.median(times["policyrun"])
+    if medians is not None:
+        medians[w.name] = {name: statistics.median(ts) for name, ts in times.items()}
+        medians[w.name + " min"] = {name: min(ts) for name, ts in times.items()}
     # policyrun and rego-cpp compile on first use: their compile time is the first run less the
     # fastest evaluation. regorus parses the module and the data when it is constructed.
     compiles = {"policyrun": p_compile - min(times["policyrun"]), "raw CEL": None, "regorus": r_compile,
@@ -274,7 +277,7 @@ def run(w: Workload, tmp: Path, repeat: int) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--rules", type=int, nargs="*", default=[100, 1000])
+    ap.add_argument("--rules", type=int, nargs="*", default=[1, 100, 1000])
     ap.add_argument("--rows", type=int, nargs="*", default=[1000, 10000, 50000])
     args = ap.parse_args()
     print("| workload | engine | compile ms | evaluation ms min / median / max | eval median vs policyrun |")
@@ -283,11 +286,32 @@ def main() -> int:
         tmp = Path(tmpdir)
         workloads = ([rules(n, tmp) for n in args.rules] + [anti_join(n, tmp) for n in args.rows]
                      + [flagship(tmp)])
+        medians: dict[str, dict[str, float]] = {}
         for w in workloads:
-            for row in run(w, tmp, args.repeat):
+            for row in run(w, tmp, args.repeat, medians):
                 print(row, flush=True)
+    _per_check(args.rules, medians)
     return 0
 
+
+def _per_check(sizes: list[int], medians: dict[str, dict[str, float]]) -> None:
+    """Fixed cost per evaluation (the 1-rule workload) and the marginal cost per rule between two
+    sizes of the rules workload, for policyrun and for the raw CEL runtime, from the minima and the
+    medians above (on a loaded machine the minima are the steadier)."""
+    for stat in ("min", "median"):
+        suffix = " min" if stat == "min" else ""
+        named = {n: medians[f"{n:,} simple rules{suffix}"] for n in sorted(sizes)
+                 if f"{n:,} simple rules{suffix}" in medians}
+        if 1 in named:
+            print(f"\n{stat}: fixed cost of a 1-rule evaluation: policyrun {named[1]['policyrun'] * 1e3:.2f} ms, "
+                  f"raw CEL {named[1]['raw CEL'] * 1e3:.3f} ms, regorus {named[1]['regorus'] * 1e3:.3f} ms")
+        ns = sorted(named)
+        for small, large in zip(ns, ns[1:]):
+            per = {e: (named[large][e] - named[small][e]) / (large - small) * 1e6
+                   for e in ("policyrun", "raw CEL", "regorus")}
+            print(f"{stat}: per rule, {small:,} → {large:,} rules: policyrun {per['policyrun']:.1f} µs, "
+                  f"raw CEL {per['raw CEL']:.1f} µs (ratio {per['policyrun'] / per['raw CEL']:.2f}x), "
+                  f"regorus {per['regorus']:.1f} µs")
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -19,13 +19,20 @@ from policyrun.trace import LayerRef, RulebookRef, Trace
 def load_checked(ref: str | Path | None) -> LoadedRulebook:
     """Load a rulebook and refuse it when static checks find errors (warnings pass)."""
     rb = load_rulebook(ref)
-    from policyrun import lintcache
+    from policyrun import compilecache, lintcache
     from policyrun.lint import findings_for, lint_dependencies
 
+    # Before lint, whose compilations load them too.
+    stored = compilecache.preload(rb.path)
     findings = lintcache.lookup(rb.path)
     if findings is None:
         findings = findings_for(rb)
         lintcache.store(rb.path, findings, lint_dependencies(rb))
+    if not stored and not any(f.severity == "error" for f in findings):
+        from policyrun.checks import expression_sites
+
+        # Compiled here, before the guard's child is forked, so the child inherits them too.
+        compilecache.store(rb.path, [s.source if s.condition else s.source.strip() for s in expression_sites(rb)])
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise RulebookError(f"rulebook has {len(errors)} error(s); run `policyrun lint {rb.display}`",
@@ -106,30 +113,24 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
     the time of a test suite). If the guard refused an expression, that refusal would hold for
     every run, including runs whose facts do not make it slow: then each run is evaluated again on
     its own, so every trace is the one `evaluate` gives."""
-    from policyrun import expr
-    from policyrun.guard import run_guarded
+    from policyrun.guardworker import run_shared
 
     ref = rulebook_ref(rb)
     locations = check_locations(rb)
     stamp = now_utc() if timestamp else None
     for run in runs:
-        # Computed before the guard forks and cached on the snapshot, so every evaluation child reads
-        # them instead of computing them again (and losing the result when it exits).
+        # Computed before the guard's child is forked and cached on the snapshot, so the child
+        # reads them instead of computing them again.
         run.facts.values()
         run.facts.digest()
-
-    def records(batch: Sequence[Run]) -> tuple[list[dict[str, Any]], bool]:
-        before = expr.refusals()
-        out = [evaluate_records(rb.model, mode=r.mode, inputs=r.inputs, facts=r.facts, rulebook_ref=ref,
-                                locations=locations, generated_at=stamp, notes=r.notes,
-                                fail_on_warn=r.fail_on_warn, waivers=r.waivers,
-                                baseline=r.baseline.variable if r.baseline is not None else None)
-               for r in batch]
-        return out, expr.refusals() > before
-
-    done, refused = run_guarded(lambda: records(runs))
+    # The rulebook, its locations and the facts are passed to the guard's child by reference (it
+    # holds them from its fork): an evaluation of the same rulebook over the same facts sends only
+    # the small arguments, and the child's compiled expressions are reused.
+    shared = [rb.model, locations, *(r.facts for r in runs), *(r.waivers for r in runs if r.waivers is not None),
+              *(r.baseline for r in runs if r.baseline is not None)]
+    done, refused = run_shared(_records, rb.model, ref, locations, stamp, list(runs), shared=shared)
     if refused and len(runs) > 1:
-        done = [run_guarded(lambda: records([run]))[0][0] for run in runs]
+        done = [run_shared(_records, rb.model, ref, locations, stamp, [run], shared=shared)[0][0] for run in runs]
     from policyrun.inputs import mask_trace_record
 
     from policyrun.evidencekinds import evidence_files
@@ -144,6 +145,21 @@ def evaluate_all(rb: LoadedRulebook, runs: Sequence[Run], *, timestamp: bool = T
     # Secret inputs are masked in what is written, after evaluation saw their real values.
     return [Trace.model_validate(mask_trace_record(with_provenance(rec, run.facts), rb.model, run.inputs))
             for rec, run in zip(done, runs)]
+
+
+def _records(model: Any, ref: RulebookRef, locations: dict[str, str], stamp: str | None,
+             batch: Sequence[Run]) -> tuple[list[dict[str, Any]], bool]:
+    """The trace records of `batch` (in the guard's child), and whether the guard refused an
+    expression while computing them."""
+    from policyrun import expr
+
+    before = expr.refusals()
+    out = [evaluate_records(model, mode=r.mode, inputs=r.inputs, facts=r.facts, rulebook_ref=ref,
+                            locations=locations, generated_at=stamp, notes=r.notes,
+                            fail_on_warn=r.fail_on_warn, waivers=r.waivers,
+                            baseline=r.baseline.variable if r.baseline is not None else None)
+           for r in batch]
+    return out, expr.refusals() > before
 
 
 def run_record() -> dict[str, Any]:

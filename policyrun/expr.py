@@ -67,6 +67,12 @@ class Compiled:
         return self.facts
 
     @cached_property
+    def sorted_facts(self) -> list[str]:
+        """The probe ids backing this expression (read, or asked about with failed()), sorted;
+        computed once: a check's trace record lists them. Not to be changed by the caller."""
+        return sorted(self.facts | self.fact_status)
+
+    @cached_property
     def ast(self) -> CheckedAst:
         return parse_serialized(self.serialized)
 
@@ -83,7 +89,7 @@ class Compiled:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built once per expression evaluated, where frozen init costs
 class Outcome:
     value: Any = None
     error: str | None = None  # evaluation error text, cleaned of the runtime's status prefixes
@@ -152,6 +158,11 @@ def compile_expr(source: str) -> Compiled:
     if len(source) > MAX_EXPRESSION_CHARS:
         raise ExprError("X001", f"expression of {len(source)} characters; the limit is {MAX_EXPRESSION_CHARS} "
                                 "(move the computation into `derive` values or a probe)")
+    offered = _offered.pop(source, None)
+    if offered is not None:
+        loaded = compiled_from_record(source, offered)
+        if loaded is not None:
+            return loaded
     try:
         program = _env().compile(source)
     except RuntimeError as exc:
@@ -177,6 +188,40 @@ def compile_expr(source: str) -> Compiled:
                                            and r.test_only),
                     strict_elements=frozenset((r.parts[1], r.parts[2]) for r in reads if len(r.parts) == 3
                                               and r.parts[0] == "facts" and r.test_only))
+
+
+# Compiled expressions stored on disk (policyrun.compilecache), by source text: compile_expr loads
+# one instead of compiling it.
+_offered: dict[str, Any] = {}
+
+
+def offer_compiled(records: Mapping[str, Any]) -> None:
+    """Make stored compiled expressions (compilecache.record_of) available to compile_expr."""
+    _offered.update(records)
+
+
+def compiled_from_record(source: str, record: Mapping[str, Any]) -> Compiled | None:
+    """A compiled expression loaded back from compilecache.record_of's data, or None when it does
+    not load (then the expression is compiled as usual)."""
+    import base64
+
+    try:
+        serialized = base64.b64decode(record["program"])
+        program = _env().deserialize(serialized)
+        parts = tuple(tuple(str(x) for x in p) for p in record["read_parts"])
+        tree = serialized if record["ast"] is None else base64.b64decode(record["ast"])
+        return Compiled(source, program, str(record["result_type"]), tree,
+                        tuple(".".join(p) for p in parts), parts,
+                        roots=frozenset(p[0] for p in parts),
+                        facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
+                        derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
+                        reads_all_facts=bool(record["reads_all_facts"]),
+                        fact_status=frozenset(str(x) for x in record["fact_status"]),
+                        element_status=frozenset((str(a), str(b)) for a, b in record["element_status"]),
+                        strict_facts=frozenset(str(x) for x in record["strict_facts"]),
+                        strict_elements=frozenset((str(a), str(b)) for a, b in record["strict_elements"]))
+    except (KeyError, TypeError, ValueError, RuntimeError):
+        return None
 
 
 _STATUS_FUNCTIONS = ("failed", "error_code", "error_message")
@@ -299,6 +344,15 @@ def evaluate(compiled: Compiled, variables: Mapping[str, Any], activation: Any =
     finally:
         if guard is not None:
             guard.leave()
+    if compiled.result_type == "BOOL":
+        # Most conditions: an error's plain value is its message (a string), so a bool is a result,
+        # and asking the value's type (as below) is not needed.
+        try:
+            plain = result.plain_value()
+        except (TypeError, AssertionError):
+            plain = None
+        if type(plain) is bool:
+            return Outcome(value=plain)
     if result.type().name() == "ERROR":
         return _error_outcome(str(result.value()))
     try:

@@ -114,6 +114,7 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
         return None, [], [], (f"expression error: {exc.message}", True)
     cache = ctx.read_cache if ctx.activation is not None else {}
     reads = []
+    missing = []
     for path, parts in zip(compiled.reads, compiled.read_parts):
         rec = cache.get(path)
         if rec is None:
@@ -121,16 +122,19 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
             if parts[0] not in _LIVE_ROOTS:
                 cache[path] = rec
         reads.append(rec)
+        if "missing" in rec:
+            missing.append(rec)
     # A probe asked about with failed()/error_code() backs the check too: its provenance (and error)
     # is what the answer rests on, so the trace keeps it and `explain` can show it.
-    fact_ids = sorted(compiled.fact_ids() | compiled.fact_status
-                      | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
-    missing = [r for r in reads if r.get("missing")]
+    fact_ids = compiled.sorted_facts if not compiled.derived else \
+        sorted(compiled.fact_ids() | compiled.fact_status
+               | {p for d in compiled.derived for p in ctx.derived_facts.get(d, [])})
     # A presence test of a whole fact (`has(facts.x)`), or of one element of a fan-out
     # (`has(facts.p.k)`), must not turn a failed probe or element into false: failed(facts.x) is
     # the way to ask. Other missing reads are decided by evaluation (below).
-    if any(r["path"].split(".")[1] in compiled.strict_facts for r in missing if r["path"].startswith("facts.")) \
-            or (compiled.strict_elements and any(
+    if missing and any(r["path"].split(".")[1] in compiled.strict_facts for r in missing
+                       if r["path"].startswith("facts.")) \
+            or (missing and compiled.strict_elements and any(
                 rec.get("missing") and tuple(parts[1:3]) in compiled.strict_elements
                 for rec, parts in zip(reads, compiled.read_parts) if parts[0] == "facts" and len(parts) == 3)):
         return compiled, reads, fact_ids, (_missing_message(missing), False)
@@ -255,6 +259,11 @@ def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
         # A field absent inside a collected fact: not an error of collection, let CEL decide
         # (`has()` and optional chaining may handle it); record that it is absent.
         return {"path": path, "error": "absent"}
+    kind = type(value)
+    if kind is str:
+        return {"path": path, "value": value if len(value) + 2 <= _MAX_READ_BYTES else summarise(value)}
+    if kind is not list and kind is not dict:  # a number, bool or null: as it is
+        return {"path": path, "value": value}
     return {"path": path, "value": summarise(value)}
 
 

@@ -45,20 +45,25 @@ class _ChildGuard:
         self.shared = shared
         self.refused = refused
         self.counter = 0
+        self.keys: dict[str, bytes] = {}  # source → its length-prefixed key, encoded once
 
     def enter(self, source: str) -> str | None:
-        reason = self.refused.get(source)
-        if reason is not None:
-            return reason
+        # Runs around every expression: writes straight into the shared page, no temporaries.
+        if self.refused:
+            reason = self.refused.get(source)
+            if reason is not None:
+                return reason
+        key = self.keys.get(source)
+        if key is None:
+            encoded = source.encode("utf-8", "replace")[:_KEY_BYTES]
+            key = self.keys[source] = struct.pack("<I", len(encoded)) + encoded
         self.counter += 1
-        key = source.encode("utf-8", "replace")[:_KEY_BYTES]
-        self.shared[_HEADER.size:_HEADER.size + 4] = struct.pack("<I", len(key))
-        self.shared[_HEADER.size + 4:_HEADER.size + 4 + len(key)] = key
-        self.shared[:_HEADER.size] = _HEADER.pack(self.counter, 1)
+        self.shared[_HEADER.size:_HEADER.size + len(key)] = key
+        _HEADER.pack_into(self.shared, 0, self.counter, 1)
         return None
 
     def leave(self) -> None:
-        self.shared[:_HEADER.size] = _HEADER.pack(self.counter, 0)
+        _HEADER.pack_into(self.shared, 0, self.counter, 0)
 
 
 def _current(shared: mmap.mmap) -> tuple[int, bool, str]:
@@ -71,6 +76,11 @@ def _current(shared: mmap.mmap) -> tuple[int, bool, str]:
 def expression_limit() -> float:
     """The per-expression time limit in seconds (POLICYRUN_EXPRESSION_SECONDS overrides it)."""
     return float(os.environ.get("POLICYRUN_EXPRESSION_SECONDS", EXPRESSION_SECONDS))
+
+
+def evaluation_memory() -> int:
+    """The memory an evaluation may add, in bytes (POLICYRUN_EVALUATION_MEMORY_MB overrides it)."""
+    return int(os.environ.get("POLICYRUN_EVALUATION_MEMORY_MB", 0)) << 20 or MEMORY_BYTES
 
 
 def guarded_available() -> bool:
@@ -89,8 +99,7 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: in
     if not guarded_available():
         return fn()
     limit_s = seconds if seconds is not None else expression_limit()
-    limit_mem = memory if memory is not None else int(os.environ.get("POLICYRUN_EVALUATION_MEMORY_MB", 0)) << 20 \
-        or MEMORY_BYTES
+    limit_mem = memory if memory is not None else evaluation_memory()
     refused: dict[str, str] = {}
     for _ in range(MAX_RESTARTS + 1):
         outcome: tuple[Any, ...] = _attempt(fn, refused, limit_s, limit_mem, deadline_s)

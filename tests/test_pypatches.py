@@ -216,3 +216,34 @@ def test_fact_schema_types_every_field() -> None:
     from tests.test_pysource_probes import _untyped
     assert _untyped(p.fact_schema, "facts") == []
     jsonschema.Draft202012Validator.check_schema(p.params_schema)
+
+
+def test_no_syntax_tree_outlives_the_probe_with_the_cyclic_collector_off(plugin: GitRepo,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI turns the cyclic collector off, so a reference cycle is never freed: a recursive
+    # closure in the file walk once kept every tree the probe walked alive to the end of the run.
+    import ast
+    import gc
+
+    from policyrun.probes import pysource
+
+    monkeypatch.setattr(pysource, "AST_MEMO_BYTES", 1)  # the parse memo keeps one tree at most
+    for rel in PLUGIN:
+        if rel.endswith(".py") and PLUGIN[rel]:
+            pysource.memo("ast", b"# evict\n" + rel.encode(), rel, lambda: None)  # push fixture trees out
+
+    def plugin_defs() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, ast.FunctionDef) and o.name == "launch_with_afd")
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        before = plugin_defs()
+        value = probe("python.patches", plugin.path, root=".", packages=["up"])
+        pysource.memo("ast", b"# evict again\n", "x.py", lambda: None)
+        after = plugin_defs()
+    finally:
+        if was:
+            gc.enable()
+    assert value["files_scanned"] == 6
+    assert after == before  # wrapper.py's tree (the only one defining launch_with_afd) is gone

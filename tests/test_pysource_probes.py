@@ -904,8 +904,11 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     answers = dict(pickle.load(out) for _ in jobs)
     assert sorted(answers) == [0, 1]
     good, bad = answers[0], answers[1]
-    assert good.tree is None and good.error is None
-    assert good.bindings["X"].source == "up.b" and good.bindings["X"].node is None
+    assert good.syntax() is None and good.error is None and good.source == b""  # no tree, no bytes back
+    from policyrun.probes import pysource
+    # the helper parses each file once and keeps no tree in its memo
+    assert (pysource.content_digest(jobs[0][0]), "up/a.py") not in pysource._MEMO.get("ast", {})
+    assert good.bindings["X"].source == "up.b" and good.node(good.bindings["X"]) is None
     assert good.bindings["f"].kind == "function" and good.bindings["f"].line == 2
     assert bad.error is not None and bad.error.file == "up/c.py" and bad.error.line == 1
 
@@ -934,8 +937,8 @@ def test_the_helper_imports_nothing_from_the_inspected_repository(
 def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: pytest.MonkeyPatch) -> None:
     from policyrun.probes import pysource
 
-    monkeypatch.setattr(pysource, "_MEMO", __import__("collections").OrderedDict())
-    monkeypatch.setattr(pysource, "_memo_bytes", 0)
+    monkeypatch.setattr(pysource, "_MEMO", {})
+    monkeypatch.setattr(pysource, "_memo_bytes", {})
     monkeypatch.setattr(pysource, "_MEMO_MAX_BYTES", 250)
     calls: list[str] = []
 
@@ -947,7 +950,7 @@ def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: py
 
     assert [get("a"), get("b"), get("a")] == ["a", "b", "a"]  # a is the most recently used now
     get("c")  # 300 bytes: the least recently used (b) goes
-    assert pysource._memo_bytes == 200
+    assert pysource._memo_bytes["test"] == 200
     get("a"), get("c")
     get("b")
     assert calls == ["a", "b", "c", "b"]
@@ -1012,3 +1015,36 @@ def test_symbols_and_constants_list_a_file_too_large_to_parse(tmp_path: Path) ->
     constants = probe("python.constants", up.path, root=str(up.path), names=["LIMIT"])
     assert constants["constants"] == [] and constants["skipped"] == [{"path": "up/big.py", "reason": "too_large",
                                                                        "size": size}]
+
+
+def test_module_summaries_hold_no_syntax_tree_and_give_nodes_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Resolution caches keep hundreds of modules: a summary holding its tree (about 25 times the
+    # source) kept 133 MB of trees alive through the real planning audit. Nodes come back on demand.
+    import ast
+
+    from policyrun.probes import pysource
+    from policyrun.probes.pyresolve import ModuleInfo, module_info
+
+    source = b"import os\n\nclass Engine:\n    def step(self, batch):\n        return batch\n\nif os:\n    X = 1\n"
+    parsed = pysource.parse_source(source, "up/core.py")
+    assert isinstance(parsed, ast.Module)
+    info = module_info(parsed, "up/core.py", "up.core", "up", source)
+
+    def holds_ast(value: object, depth: int = 0) -> bool:
+        if isinstance(value, ast.AST):
+            return True
+        if depth > 3:
+            return False
+        if isinstance(value, dict):
+            return any(holds_ast(v, depth + 1) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(holds_ast(v, depth + 1) for v in value)
+        if hasattr(value, "__dataclass_fields__"):
+            return any(holds_ast(v, depth + 1) for v in vars(value).values())
+        return False
+
+    assert isinstance(info, ModuleInfo) and not holds_ast(info)
+    monkeypatch.setattr(pysource, "_MEMO", {})  # the tree is gone from the memo too: parsed again
+    engine, x = info.node(info.bindings["Engine"]), info.node(info.bindings["X"])
+    assert isinstance(engine, ast.ClassDef) and engine.name == "Engine" and engine.lineno == 3
+    assert isinstance(x, ast.Assign) and x.lineno == 8  # inside the module-level `if`

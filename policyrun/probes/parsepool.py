@@ -31,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from typing import IO, Any
 
 from policyrun.probes.bounded import kill_group
@@ -137,14 +136,11 @@ def summarize(data: bytes, path: str, module: str, package: str) -> Any:
     from policyrun.probes.pyresolve import ModuleInfo, module_info
     from policyrun.probes.pysource import ParseError, parse_source
 
-    parsed = parse_source(data, path)
+    parsed = parse_source(data, path, remember=False)  # each file once: a memo would only hold trees
     if isinstance(parsed, ParseError):
-        return ModuleInfo(path, module, package, None, parsed)
+        return ModuleInfo(path, module, package, parsed)
     assert isinstance(parsed, ast.Module)
-    info = module_info(parsed, path, module, package)
-    info.tree = None
-    info.bindings = {name: replace(b, node=None) for name, b in info.bindings.items()}
-    return info
+    return module_info(parsed, path, module, package)  # no source: the bytes stay on this side
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:

@@ -30,7 +30,8 @@ from policyrun.probes.pyimports import PARAMS_SCHEMA as IMPORTS_PARAMS, scan
 from policyrun.probes.pyresolve import ModuleInfo, Resolver
 from policyrun.probes.pysource import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,
                                        as_list, import_binds, namer_for, object_schema, open_tree, skipped_facts)
-from policyrun.probes.pysymbols import FACT_SCHEMA as SYMBOLS_FACT, class_member, compare_symbol, find_symbol
+from policyrun.probes.pysymbols import FACT_SCHEMA as SYMBOLS_FACT, class_member, compare_symbol, find_symbol, \
+    in_module_order
 from policyrun.probes.search import PathFilter
 
 BINDING_KINDS = ("import", "subclass", "override", "call", "patch")
@@ -440,14 +441,15 @@ def _symbols(rows: list[Row], here: Resolver, there: Resolver,
         if site not in entry["sites"]:
             entry["sites"].append(site)
     names = list(bound)
-    out: list[dict[str, Any]] = []
-    for name in names[:limit]:
-        entry = bound[name]
-        fact: dict[str, Any] = {"name": name, **find_symbol(here, name).as_fact()}
+    kept = names[:limit]
+    out: list[dict[str, Any]] = [{} for _ in kept]
+    for i in in_module_order(kept):
+        entry = bound[kept[i]]
+        fact: dict[str, Any] = {"name": kept[i], **find_symbol(here, kept[i]).as_fact()}
         compare_symbol(fact, there, lookup=entry["written"])
         fact.update(written=entry["written"], kinds=[k for k in BINDING_KINDS if k in entry["kinds"]],
                    sites=entry["sites"])
-        out.append(fact)
+        out[i] = fact
     truncated: dict[str, Any] | None = {"limit": limit, "symbols": len(names), "dropped": names[limit:limit + 20]} \
         if len(names) > limit else None
     return out, truncated

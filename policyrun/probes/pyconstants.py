@@ -68,9 +68,10 @@ def _jsonable(value: Any) -> tuple[bool, Any]:
 
 def find_constants(info: ModuleInfo, wanted: Any) -> Iterator[Constant]:
     """Module-level `NAME = value` / `NAME: T = value` (also inside module-level if/try/with)."""
-    if info.tree is None:
+    tree = info.syntax()
+    if tree is None:
         return
-    for stmt, _ in module_statements(info.tree.body):
+    for stmt, _ in module_statements(tree.body):
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:  # `A = B = 1` binds both; tuple targets are not constants
                 if isinstance(target, ast.Name) and wanted(target.id):
@@ -103,8 +104,9 @@ class _Scope:
         for (file, name), c in index.items():
             if file == info.path:
                 self.names[name] = c
-        assert info.tree is not None
-        for stmt, _ in statements(info.tree.body):
+        tree = info.syntax()
+        assert tree is not None
+        for stmt, _ in statements(tree.body):
             if isinstance(stmt, ast.Import):
                 for alias in stmt.names:
                     name, module = import_binds(alias)
@@ -186,13 +188,14 @@ def context_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> dict[str, Any]
 
 
 def find_references(info: ModuleInfo, scope: _Scope) -> Iterator[dict[str, Any]]:
-    assert info.tree is not None
+    tree = info.syntax()
+    assert tree is not None
     parents: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(info.tree):
+    for parent in ast.walk(tree):
         for child in ast.iter_child_nodes(parent):
             parents[child] = parent
     lines = source_text(info.source).splitlines()
-    for node in ast.walk(info.tree):
+    for node in ast.walk(tree):
         if not isinstance(node, (ast.Name, ast.Attribute)):
             continue
         hit = scope.of(node)
@@ -332,7 +335,7 @@ def _references(infos: list[ModuleInfo], resolver: Resolver, found: list[Constan
     out: list[dict[str, Any]] = []
     for info in infos:
         # A file that never spells a constant's name cannot read it (an import names it first).
-        if info.tree is None or not any(n in info.source for n in needles):
+        if not info.parsed or not any(n in info.source for n in needles):
             continue
         out += find_references(info, _Scope(info, resolver, index))
     return sorted(out, key=lambda r: (r["file"], r["line"], r["column"]))

@@ -88,21 +88,25 @@ def _walk(tree: ast.Module, scan: _Scan) -> list[tuple[ast.AST, str]]:
     source order; definitions recorded on the way. (A list built by plain recursion: a generator
     chain costs a step per nesting level for every node.)"""
     out: list[tuple[ast.AST, str]] = []
-
-    def visit(node: ast.AST, scope: str, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            out.append((child, scope))
-            if isinstance(child, _DEFS):
-                qual = f"{prefix}{child.name}"
-                scan.defs.append(_Def(child.name, qual, child, scope))
-                if isinstance(child, _FUNCS):
-                    visit(child, qual, qual + ".<locals>.")
-                else:
-                    visit(child, scope, qual + ".")
-            else:
-                visit(child, scope, prefix)
-    visit(tree, "", "")
+    _visit(tree, "", "", scan, out)
     return out
+
+
+def _visit(node: ast.AST, scope: str, prefix: str, scan: _Scan, out: list[tuple[ast.AST, str]]) -> None:
+    # A module-level function, not a closure: a closure that calls itself is a reference cycle,
+    # and with the cyclic collector off (the CLI turns it off) the cycle kept `out`, and with it
+    # every syntax tree this probe walked, alive to the end of the run.
+    for child in ast.iter_child_nodes(node):
+        out.append((child, scope))
+        if isinstance(child, _DEFS):
+            qual = f"{prefix}{child.name}"
+            scan.defs.append(_Def(child.name, qual, child, scope))
+            if isinstance(child, _FUNCS):
+                _visit(child, qual, qual + ".<locals>.", scan, out)
+            else:
+                _visit(child, scope, qual + ".", scan, out)
+        else:
+            _visit(child, scope, prefix, scan, out)
 
 
 def _unwrap(value: ast.expr) -> ast.expr:
@@ -129,7 +133,7 @@ class _FileScan:
         self.patches: list[dict[str, Any]] = []
         self.overrides: list[dict[str, Any]] = []
         self.uses: list[dict[str, Any]] = []
-        tree = info.tree
+        tree = info.syntax()
         assert tree is not None
         self.nodes = nodes = _walk(tree, self.scan)
         _imports(nodes, info, self.scan)
@@ -387,7 +391,7 @@ class PatchesProbe:
             uses: list[dict[str, Any]] = []
             needles = [p.encode() for p in packages]
             for info in infos:
-                if info.tree is None or not any(n in info.source for n in needles):
+                if not info.parsed or not any(n in info.source for n in needles):
                     continue  # no upstream name anywhere in the text: nothing to find
                 fs = _FileScan(info, packages, pats, required)
                 patches += fs.patches

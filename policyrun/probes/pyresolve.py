@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun.probes.parsepool import Job, SummaryHelper
-from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, import_binds, namer_for
+from policyrun.probes.pysource import ParseError, SourceTree, absolute_module, import_binds, namer_for, parse_source, \
+    content_digest
 
 # Every name the afd-plugin imports from vLLM 0.26/0.27 resolves in at most one hop (vllm.ModelRegistry
 # takes two); 16 leaves room for deep facades while keeping a pathological chain cheap.
@@ -40,23 +41,49 @@ class Binding:
     kind: str  # class | function | assignment | import
     line: int
     conditional: bool
-    node: ast.AST | None = None
+    index: int = -1  # the binding statement's position in module_statements(tree.body); -1: unknown
     source: str | None = None  # for imports: the absolute module the name comes from
     source_name: str | None = None  # ...and the name there; None: the module itself
 
 
 @dataclass
 class ModuleInfo:
+    """What resolution reads of one module: a summary, without its syntax tree.
+
+    A tree takes about 25 times its source in memory, and the caches below keep hundreds of
+    modules; `syntax()` and `node()` parse again (through the parse memo, which keeps the most
+    recently used trees) when a probe needs nodes, and the caller drops them when it is done."""
+
     path: str
     module: str
     package: str
-    tree: ast.Module | None
     error: ParseError | None
     source: bytes = b""
+    parsed: bool = False  # `source` is the whole file and it parses: syntax() can rebuild the tree
     bindings: dict[str, Binding] = field(default_factory=dict)
     stars: list[str] = field(default_factory=list)  # absolute modules of `from m import *`, in order
     exports: list[str] | None = None  # __all__ when it is a literal
     lazy: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    digest: str | None = field(default=None, repr=False, compare=False)  # content_digest(source), once known
+
+    def syntax(self) -> ast.Module | None:
+        """The module's syntax tree (None when it did not parse or only a summary was kept)."""
+        if not self.parsed:
+            return None
+        if self.digest is None:  # asked for once per node a probe reads: hash the source once
+            self.digest = content_digest(self.source)
+        tree = parse_source(self.source, self.path, digest=self.digest)
+        return tree if isinstance(tree, ast.Module) else None
+
+    def node(self, binding: Binding) -> ast.stmt | None:
+        """The statement that makes `binding`."""
+        tree = self.syntax() if binding.index >= 0 else None
+        if tree is None:
+            return None
+        for i, (stmt, _) in enumerate(module_statements(tree.body)):
+            if i == binding.index:
+                return stmt
+        return None
 
 
 @dataclass
@@ -69,7 +96,12 @@ class Target:
     name: str | None = None  # the name at the defining file (a re-export may rename)
     chain: list[str] = field(default_factory=list)
     reason: str | None = None  # why not found: no_module | not_defined | cycle | depth_limit | parse_error
-    node: ast.AST | None = None
+    binding: tuple[ModuleInfo, Binding] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def node(self) -> ast.AST | None:
+        """The defining statement (class, def, assignment, import), parsed again when asked for."""
+        return self.binding[0].node(self.binding[1]) if self.binding is not None else None
 
     def as_fact(self) -> dict[str, Any]:
         return {"found": self.found, "module_file": self.module_file, "defining_file": self.defining_file,
@@ -84,9 +116,10 @@ class Target:
 
 
 class _BlobCache:
-    """Parsed modules by blob sha, shared by the probes of one process: a blob's content never
+    """Module summaries by blob sha, shared by the probes of one process: a blob's content never
     changes, and a planning run reads the same upstream revisions from several probes. Bounded
-    by source bytes (an AST takes about 25 times its source), least recently used out first."""
+    by source bytes (a summary keeps its source, for the nodes asked for later), least recently
+    used out first."""
 
     def __init__(self, max_source_bytes: int) -> None:
         self.max_bytes = max_source_bytes
@@ -163,10 +196,9 @@ class Resolver:
             data, parsed = loaded if loaded is not None else (b"", ParseError(path, 1, None, "not a readable "
                                                                                                 "regular file"))
             if isinstance(parsed, ParseError):
-                info = ModuleInfo(path, module, package, None, parsed)
+                info = ModuleInfo(path, module, package, parsed)
             else:
-                info = module_info(parsed, path, module, package)
-                info.source = data
+                info = module_info(parsed, path, module, package, data)
             if content.startswith("blob:"):
                 _SHARED.put(key, info)
         self.cache[key] = info
@@ -222,7 +254,7 @@ class Resolver:
 
     def _binding(self, info: ModuleInfo, name: str, b: Binding, chain: list[str],
                  seen: set[tuple[str, str]]) -> Target:
-        here = Target(True, info.path, info.path, b.line, b.kind, name, chain, node=b.node)
+        here = Target(True, info.path, info.path, b.line, b.kind, name, chain, binding=(info, b))
         if b.kind != "import" or b.source is None:
             return here
         if not self.has_package(b.source):  # leads out of this tree (stdlib, a dependency)
@@ -279,13 +311,15 @@ def _with_module(target: Target, module_file: str | None) -> Target:
 
 # --- what a module binds ------------------------------------------------------------------------
 
-def module_info(tree: ast.Module, path: str, module: str, package: str) -> ModuleInfo:
-    info = ModuleInfo(path, module, package, tree, None)
+def module_info(tree: ast.Module, path: str, module: str, package: str, source: bytes | None = None) -> ModuleInfo:
+    """The summary of a parsed module; with `source` (the bytes `tree` was parsed from) it can give
+    its tree and nodes again."""
+    info = ModuleInfo(path, module, package, None, source or b"", source is not None)
     bindings: dict[str, list[Binding]] = {}
     dicts: dict[str, dict[str, str]] = {}
     getattr_fn: ast.FunctionDef | None = None
-    for stmt, conditional in module_statements(tree.body):
-        for name, binding in _bindings(stmt, conditional, package):
+    for index, (stmt, conditional) in enumerate(module_statements(tree.body)):
+        for name, binding in _bindings(stmt, conditional, package, index):
             bindings.setdefault(name, []).append(binding)
         if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
             star = absolute_module(stmt.module, stmt.level, package)
@@ -330,26 +364,26 @@ def _choose(bindings: list[Binding]) -> Binding:
     return unconditional[-1] if unconditional else bindings[0]
 
 
-def _bindings(stmt: ast.stmt, conditional: bool, package: str) -> Iterator[tuple[str, Binding]]:
+def _bindings(stmt: ast.stmt, conditional: bool, package: str, index: int) -> Iterator[tuple[str, Binding]]:
     if isinstance(stmt, ast.ClassDef):
-        yield stmt.name, Binding("class", stmt.lineno, conditional, stmt)
+        yield stmt.name, Binding("class", stmt.lineno, conditional, index)
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        yield stmt.name, Binding("function", stmt.lineno, conditional, stmt)
+        yield stmt.name, Binding("function", stmt.lineno, conditional, index)
     elif isinstance(stmt, ast.Assign):
         for target in stmt.targets:
             for name in _target_names(target):
-                yield name, Binding("assignment", stmt.lineno, conditional, stmt)
+                yield name, Binding("assignment", stmt.lineno, conditional, index)
     elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        yield stmt.target.id, Binding("assignment", stmt.lineno, conditional, stmt)
+        yield stmt.target.id, Binding("assignment", stmt.lineno, conditional, index)
     elif isinstance(stmt, ast.Import):
         for alias in stmt.names:
             name, module = import_binds(alias)
-            yield name, Binding("import", alias.lineno, conditional, stmt, module)
+            yield name, Binding("import", alias.lineno, conditional, index, module)
     elif isinstance(stmt, ast.ImportFrom):
         source = absolute_module(stmt.module, stmt.level, package)
         for alias in stmt.names:
             if alias.name != "*":
-                yield alias.asname or alias.name, Binding("import", alias.lineno, conditional, stmt, source,
+                yield alias.asname or alias.name, Binding("import", alias.lineno, conditional, index, source,
                                                           alias.name)
 
 

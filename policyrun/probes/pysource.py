@@ -75,60 +75,73 @@ def skipped_facts(errors: Iterable[ParseError], **extra: Any) -> list[dict[str, 
 # probe of a collection: the inventory, identity and impact probes read the same plugin files (at
 # HEAD and in the working tree, which are usually identical), and parsing and walking the trees
 # is most of their cost. Consumers never modify what they get.
-# Bounded by the source bytes behind the entries (an AST takes about 25 times its source): the
-# real afd-plugin planning audit keeps about 5 MB; a scan of a much larger tree keeps the most
-# recently used 32 MB of it (under 1 GB of trees) and parses the rest again if asked twice.
-_MEMO: OrderedDict[tuple[str, str, str], tuple[Any, int]] = OrderedDict()
+# Each kind of entry is bounded by the source bytes behind it, least recently used out first.
+# Syntax trees (kind "ast") take about 25 times their source in memory, so only the most recently
+# used AST_MEMO_BYTES of source keep theirs: the probes keep summaries (pyresolve.ModuleInfo) and
+# ask again for a tree when they need its nodes. Keeping every tree of the real afd-plugin
+# planning audit (5.5 MB of source, 188 files) held 133 MB of trees to the end of the run.
+_MEMO: dict[str, OrderedDict[tuple[str, str], tuple[Any, int]]] = {}
 _MEMO_LOCK = threading.Lock()
 _MEMO_MAX_BYTES = 32 * 1024 * 1024
-_memo_bytes = 0
+AST_MEMO_BYTES = 1024 * 1024
+_memo_bytes: dict[str, int] = {}
 _COMPUTING: dict[tuple[str, str, str], threading.Event] = {}
 T = TypeVar("T")
 
 
-def memo(what: str, data: bytes, rel: str, compute: Callable[[], T]) -> T:
+def memo_bound(what: str) -> int:
+    return AST_MEMO_BYTES if what == "ast" else _MEMO_MAX_BYTES
+
+
+def memo(what: str, data: bytes, rel: str, compute: Callable[[], T], *, digest: str | None = None) -> T:
     """compute(), remembered for this file content at this path (LRU, shared across probes).
 
     Probes run at the same time ask for the same files (the constants probes at HEAD and in the
     working tree start together): one computes, the others wait for its result instead of doing
     the same work beside it under the one interpreter lock."""
-    global _memo_bytes
-    key = (what, hashlib.sha1(data).hexdigest(), rel)
+    key = (digest or content_digest(data), rel)
     with _MEMO_LOCK:
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
-            hit: T = _MEMO[key][0]
+        table = _MEMO.setdefault(what, OrderedDict())
+        if key in table:
+            table.move_to_end(key)
+            hit: T = table[key][0]
             return hit
-        running = _COMPUTING.get(key)
+        running = _COMPUTING.get((what, *key))
         if running is None:
-            _COMPUTING[key] = threading.Event()
+            _COMPUTING[(what, *key)] = threading.Event()
     if running is not None:
         running.wait()
         with _MEMO_LOCK:
-            if key in _MEMO:
-                done: T = _MEMO[key][0]
+            if key in table:
+                done: T = table[key][0]
                 return done
         return compute()  # the other computation failed (or was evicted already): do it here
     try:
         result = compute()
         with _MEMO_LOCK:
-            _MEMO[key] = (result, len(data))
-            _memo_bytes += len(data)
-            while _memo_bytes > _MEMO_MAX_BYTES and len(_MEMO) > 1:
-                _memo_bytes -= _MEMO.popitem(last=False)[1][1]
+            table[key] = (result, len(data))
+            _memo_bytes[what] = _memo_bytes.get(what, 0) + len(data)
+            while _memo_bytes[what] > memo_bound(what) and len(table) > 1:
+                _memo_bytes[what] -= table.popitem(last=False)[1][1]
     finally:
         with _MEMO_LOCK:
-            _COMPUTING.pop(key).set()
+            _COMPUTING.pop((what, *key)).set()
     return result
 
 
-def parse_source(data: bytes, rel: str) -> ast.Module | ParseError:
+def content_digest(data: bytes) -> str:
+    """What the memo knows a file's content by (a caller asking often may keep it: `digest=`)."""
+    return hashlib.sha1(data).hexdigest()
+
+
+def parse_source(data: bytes, rel: str, *, remember: bool = True, digest: str | None = None) -> ast.Module | ParseError:
     """The module's AST, or where and why it does not parse (encoding cookies and BOMs honoured).
-    Results are cached by content, so the same file parsed by several probes is parsed once.
-    Every parse of a probe goes through here, so this is where the size bound holds."""
+    Results are cached by content, so the same file parsed by several probes is parsed once
+    (`remember=False`: by a caller that parses each file once and keeps no tree, like the parse
+    helper). Every parse of a probe goes through here, so this is where the size bound holds."""
     if len(data) > MAX_SOURCE_BYTES:
         return too_large(rel, len(data))
-    return memo("ast", data, rel, lambda: _parse(data, rel))
+    return memo("ast", data, rel, lambda: _parse(data, rel), digest=digest) if remember else _parse(data, rel)
 
 
 def _parse(data: bytes, rel: str) -> ast.Module | ParseError:

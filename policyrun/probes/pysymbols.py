@@ -126,7 +126,8 @@ def find_symbol(resolver: Resolver, qualname: str, depth: int = 0, *, body: bool
 def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
     """(qualified name, node, in a class) of every class, function and method a module defines
     (not functions nested in functions)."""
-    if info.tree is None:
+    tree = info.syntax()
+    if tree is None:
         return
 
     def walk(body: list[ast.stmt], prefix: str, in_class: bool) -> Iterator[tuple[str, ast.AST, bool]]:
@@ -137,7 +138,7 @@ def defined_in(info: ModuleInfo) -> Iterator[tuple[str, ast.AST, bool]]:
                 if isinstance(stmt, ast.ClassDef):
                     yield from walk(stmt.body, name, True)
 
-    yield from walk(info.tree.body, info.module, False)
+    yield from walk(tree.body, info.module, False)
 
 
 # --- the probe ----------------------------------------------------------------------------------
@@ -234,11 +235,14 @@ class SymbolsProbe:
             here = Resolver(tree, roots, cache)
             there = Resolver(compare, roots, cache) if compare is not None else None
             bodies = set(params["bodies"]) if "bodies" in params else None
-            rows = [{"name": name, **find_symbol(here, name, body=bodies is None or name in bodies).as_fact()}
-                    for name in params.get("symbols") or []]
+            names: list[str] = list(params.get("symbols") or [])
+            rows: list[dict[str, Any]] = [{} for _ in names]
+            for i in in_module_order(names):
+                rows[i] = {"name": names[i], **find_symbol(here, names[i], body=bodies is None or names[i] in bodies)
+                           .as_fact()}
             rows += _file_rows(here, as_list(params.get("files")))
-            for row in rows:
-                compare_symbol(row, there, bodies)
+            for i in in_module_order([row["name"] for row in rows]):
+                compare_symbol(rows[i], there, bodies)
             value = {
                 "path": str(tree.root), "rev": tree.rev, "rev_sha": tree.rev_sha,
                 "compare_rev": compare.rev if compare else None, "compare_sha": compare.rev_sha if compare else None,
@@ -274,6 +278,13 @@ def _file_rows(resolver: Resolver, globs: list[str]) -> list[dict[str, Any]]:
             rows.append({"name": name, **Symbol(True, path, getattr(node, "lineno", None), kind, sig, decorators,
                                                 [path], shape=shape(node), body_hash=body).as_fact()})
     return rows
+
+
+def in_module_order(names: list[str]) -> list[int]:
+    """Indexes of `names`, those of one module together: looking names up file by file, each
+    file's syntax tree is parsed once while it is in the parse memo (which keeps only the most
+    recently used trees) instead of again for every name between two other files' names."""
+    return sorted(range(len(names)), key=lambda i: names[i])
 
 
 def compare_symbol(row: dict[str, Any], there: Resolver | None, bodies: set[str] | None = None, *,
