@@ -166,13 +166,15 @@ results := {"identity_sources": identity_sources, "base_versions": base_versions
 def flagship(tmp: Path) -> Workload:
     """The flagship's derived values, copied from its rulebook (so they stay what it ships), in a
     rulebook of their own over the planning example's real facts."""
-    source = yaml.safe_load(FLAGSHIP.read_text())
+    from policyrun.rulebook import load_rulebook
+
+    source = load_rulebook(FLAGSHIP).model  # the overlay merged onto the generic rulebook it extends
     snap = load_facts(FLAGSHIP_FACTS)
     used = {"vllm_pins", "version_constants", "doc_claims", "base_pins", "base_constants"}
-    variables = {k: source["vars"][k] for k in ("gpu_claim_scopes", "runtime_check_contexts")}
+    variables = {k: source.vars[k] for k in ("gpu_claim_scopes", "runtime_check_contexts", "version_constant_names")}
     rb = {"policyrun": 1, "name": "peers", "vars": variables, "modes": {"m": {"phases": ["P"]}},
           "probes": {k: {"uses": "const", "with": {"value": 0}} for k in sorted(used)},
-          "derive": {k: {"value": source["derive"][k]["value"]} for k in FLAGSHIP_DERIVED},
+          "derive": {k: {"value": source.derive[k].value} for k in FLAGSHIP_DERIVED},
           "phases": [{"id": "P", "evidence": [{"id": "known", "check": "size(derived.identity_sources) > 0"}]}]}
     path = tmp / "flagship.yaml"
     path.write_text(yaml.safe_dump(rb, sort_keys=False))

@@ -189,6 +189,30 @@ def parse_sets(sets: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def input_aliases(rulebook: Rulebook) -> dict[str, str]:
+    """Every name an input is given by: its declared name and its `aliases`, to the declared name."""
+    names = {name: name for name in rulebook.inputs}
+    for name, spec in rulebook.inputs.items():
+        names.update({alias: name for alias in spec.aliases})
+    return names
+
+
+def canonical_inputs(rulebook: Rulebook, given: Mapping[str, Any], *, what: str = "input") -> dict[str, Any]:
+    """`given` keyed by declared names: an alias becomes its input's name; an input given under two
+    of its names is refused (which one would win is not the user's guess to make)."""
+    names = input_aliases(rulebook)
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in given.items():
+        name = names.get(key, key)
+        if name in spelled and spelled[name] != key:
+            raise UsageError(f"{what} {name!r} is given twice, as {spelled[name]!r} and {key!r}; give it once",
+                             code="U003")
+        spelled[name] = key
+        out[name] = value
+    return out
+
+
 def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Path | None = None,
                    *, values: dict[str, Any] | None = None) -> dict[str, Any]:
     """Inputs file first, then `values` (already typed), then `--set` (highest precedence)."""
@@ -203,14 +227,14 @@ def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Pa
         if not isinstance(data, dict):
             raise UsageError("an inputs file is a mapping of input name to value", code="U003",
                              location=Location(str(inputs_file), 1, 1))
-        given.update({k: (v, False) for k, v in data.items()})
-    given.update({k: (v, False) for k, v in (values or {}).items()})
-    given.update({k: (v, True) for k, v in parse_sets(sets).items()})
+        given.update(canonical_inputs(rulebook, {k: (v, False) for k, v in data.items()}))
+    given.update(canonical_inputs(rulebook, {k: (v, False) for k, v in (values or {}).items()}))
+    given.update(canonical_inputs(rulebook, {k: (v, True) for k, v in parse_sets(sets).items()}, what="--set"))
 
     declared = rulebook.inputs
     for name in given:
         if name not in declared:
-            hint = difflib.get_close_matches(name, list(declared), n=1)
+            hint = difflib.get_close_matches(name, list(input_aliases(rulebook)), n=1)
             extra = f"; did you mean {hint[0]!r}?" if hint else f"; inputs: {', '.join(declared) or 'none'}"
             raise UsageError(f"unknown input {name!r}{extra}", code="U003")
 

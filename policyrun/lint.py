@@ -69,7 +69,19 @@ def findings_for(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.vacuous import vacuous_findings
 
     return (check_rulebook(rb) + _probe_findings(rb) + _type_findings(rb) + vacuous_findings(rb)
-            + command_read_findings(rb) + _template_findings(rb))
+            + command_read_findings(rb) + _template_findings(rb) + _disabled_findings(rb))
+
+
+def _disabled_findings(rb: LoadedRulebook) -> list[Finding]:
+    """Every check an overlay disables, as a warning at the `disable` entry that removed it: a reader
+    of the overlay sees each loosening of the policy it adapts, not only the trace."""
+    out: list[Finding] = []
+    for i, phase in enumerate(rb.model.phases):
+        for k, entry in enumerate(phase.disabled):
+            path = ("phases", i, "disabled", k)
+            out.append(Finding("O005", f"disables check {entry.id!r} of phase {phase.id} ({entry.reason})",
+                               rb.locate(path), "warning", node=f"phases → {phase.id} → disable[{k}]"))
+    return out
 
 
 def _type_findings(rb: LoadedRulebook) -> list[Finding]:

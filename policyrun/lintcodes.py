@@ -150,12 +150,20 @@ _TABLE = [
     _c("L043", "error", "A probe reads `baseline`",
        "`baseline` is an earlier evaluation (`evaluate --baseline DIR`): derived values, checks, messages and "
        "verdicts can read it, but probes run before evaluation and never see it. Compare in a check instead."),
+    _c("L044", "error", "An input alias collides with another input or alias",
+       "An input's `aliases` are other names for that input only. Rename the alias, or drop it."),
     _c("O001", "error", "Overlay base not found, or overlay without a name",
        "`extends` must name a rulebook file or a shipped rulebook, and an overlay needs its own `name`."),
     _c("O002", "error", "`extends` cycle or chain too long",
        "Overlays may chain at most 8 rulebooks and never back to themselves."),
     _c("O003", "error", "Overlay disables a check wrongly",
        "Disabling a check needs a `reason`, and the phase must have that check."),
+    _c("O004", "error", "Overlay renames a phase wrongly",
+       "Rename a base phase as `{id: <new id>, renames: <base phase id>}`: the base must have that phase, and no "
+       "other phase the new id."),
+    _c("O005", "warning", "Overlay disables a check",
+       "Every loosening an overlay makes is listed, so a reader of the overlay sees what policy it no longer "
+       "enforces. Keep it (the reason is recorded in the trace), or replace the check instead of disabling it."),
     _c("W001", "error", "Waivers file does not match its schema",
        "Fix the waivers file as the message says (docs/waivers.md has the format)."),
     _c("W002", "error", "Waiver names an unknown phase or check",

@@ -55,6 +55,10 @@ class InputSpec(BaseModel):
                                                     "input with `env:` is also masked when the variable's name "
                                                     "or value looks secret.")
     description: str = ""
+    aliases: list[Identifier] = Field(
+        default_factory=list, description="Other names --set, inputs files, test cases and MCP accept for this "
+                                          "input (a renamed input keeps its old name working); the trace records "
+                                          "the declared name.")
 
     @model_validator(mode="after")
     def _enum_values(self) -> InputSpec:

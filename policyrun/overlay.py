@@ -25,6 +25,7 @@ rulebook lists the chain (name, path, sha256), base first.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,9 +235,14 @@ def _take(doc: _Doc, path: NodePath, origin: Origin) -> None:
 
 
 def _merge_phases(out: _Doc, value: Any, smap: SourceMap) -> None:
+    for j, over in enumerate(value if isinstance(value, list) else []):
+        if isinstance(over, dict) and "renames" in over:
+            _rename_phase(out, over, j, smap)
     phases = list(out.data.get("phases") or [])
     index = {p.get("id"): i for i, p in enumerate(phases) if isinstance(p, dict)}
     for j, over in enumerate(value if isinstance(value, list) else []):
+        if isinstance(over, dict) and "renames" in over:
+            over = {k: v for k, v in over.items() if k != "renames"}
         if not isinstance(over, dict) or over.get("id") not in index:
             phases.append(over)
             _take(out, ("phases", len(phases) - 1), Origin(smap, ("phases", j)))
@@ -261,6 +267,76 @@ def _merge_phases(out: _Doc, value: Any, smap: SourceMap) -> None:
             _disable(out, merged, over["disable"], i, j, smap)
         phases[i] = merged
     out.data["phases"] = phases
+
+
+def _rename_phase(out: _Doc, over: dict[str, Any], j: int, smap: SourceMap) -> None:
+    """`{id: NEW, renames: OLD}`: the base's phase OLD is called NEW from here on. Every reference
+    follows — mode phase lists and waivers, `requires`, and `phases.OLD` in expressions — so a
+    trace, a waiver and a test file use the one name this rulebook's readers know."""
+    old, new = over["renames"], over.get("id")
+    where = smap.locate(("phases", j, "renames"))
+    phases = list(out.data.get("phases") or [])
+    ids: list[str] = [p["id"] for p in phases if isinstance(p, dict) and isinstance(p.get("id"), str)]
+    if not isinstance(old, str) or not isinstance(new, str) or not new:
+        raise RulebookError("rename a base phase as `{id: <new id>, renames: <the base's phase id>}`",
+                            code="O004", location=where)
+    if old not in ids:
+        from policyrun.didyoumean import hint
+
+        known = hint(old, ids) or f"; its phases: {', '.join(ids) or 'none'}"
+        raise RulebookError(f"the base has no phase {old!r} to rename{known}", code="O004", location=where)
+    if new != old and new in ids:
+        raise RulebookError(f"cannot rename phase {old!r} to {new!r}: the base already has a phase {new!r}",
+                            code="O004", location=smap.locate(("phases", j, "id")))
+    pattern = re.compile(r"(\bphases\s*\.\s*)" + re.escape(old) + r"\b|(\bphases\s*\[\s*['\"])"
+                         + re.escape(old) + r"(['\"]\s*\])")
+
+    def text(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: (m.group(1) or m.group(2)) + new + (m.group(3) or ""), value)
+        if isinstance(value, list):
+            return [text(v) for v in value]
+        if isinstance(value, dict):
+            return {k: text(v) for k, v in value.items()}
+        return value
+
+    for i, phase in enumerate(phases):
+        if not isinstance(phase, dict):
+            continue
+        renamed = {k: text(v) for k, v in phase.items()}
+        if phase.get("id") == old:
+            renamed["id"] = new
+            out.origins[("phases", i, "id")] = Origin(smap, ("phases", j, "id"))
+        if isinstance(renamed.get("requires"), list):
+            renamed["requires"] = [new if r == old else r for r in renamed["requires"]]
+        phases[i] = renamed
+    out.data["phases"] = phases
+    if "verdicts" in out.data:
+        out.data["verdicts"] = text(out.data["verdicts"])
+    modes = out.data.get("modes")
+    if isinstance(modes, dict):
+        modes = out.data["modes"] = dict(modes)  # the base's data is never changed in place
+        for name, mode in list(modes.items()):
+            if not isinstance(mode, dict):
+                continue
+            mode = dict(mode)
+            if isinstance(mode.get("phases"), list):
+                mode["phases"] = [_renamed_entry(e, old, new) for e in mode["phases"]]
+            if isinstance(mode.get("waivers"), list):
+                mode["waivers"] = [new if w == old else w for w in mode["waivers"]]
+            modes[name] = mode
+    report = out.data.get("report")
+    if isinstance(report, dict) and isinstance(report.get("hardware_phases"), list):
+        out.data["report"] = {**report, "hardware_phases": [new if p == old else p
+                                                            for p in report["hardware_phases"]]}
+
+
+def _renamed_entry(entry: Any, old: str, new: str) -> Any:
+    if entry == old:
+        return new
+    if isinstance(entry, dict) and entry.get("phase") == old:
+        return {**entry, "phase": new}
+    return entry
 
 
 def _check_id(check: Any, kind: str) -> Any:

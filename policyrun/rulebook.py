@@ -68,7 +68,21 @@ def load_rulebook(ref: str | Path | None) -> LoadedRulebook:
         findings = validation_findings(exc, smap)
         raise RulebookError(findings[0].message, code=findings[0].code, location=findings[0].location,
                             findings=findings) from None
+    _check_aliases(model, smap)
     return LoadedRulebook(model, path, name, hashlib.sha256(text.encode()).hexdigest(), smap, tuple(chain))
+
+
+def _check_aliases(model: Rulebook, smap: SourceMap) -> None:
+    """An alias names one input only: never another input, nor an alias of another."""
+    owner: dict[str, str] = {name: name for name in model.inputs}
+    for name, spec in model.inputs.items():
+        for k, alias in enumerate(spec.aliases):
+            if alias in owner and owner[alias] != name or alias == name:
+                other = "itself" if alias == name else (
+                    f"input {owner[alias]!r}" if owner[alias] == alias else f"an alias of input {owner[alias]!r}")
+                raise RulebookError(f"input {name!r}: alias {alias!r} is already {other}; an alias names one "
+                                    "input only", code="L044", location=smap.locate(("inputs", name, "aliases", k)))
+            owner[alias] = name
 
 
 def validation_findings(exc: ValidationError, smap: SourceMap) -> list[Finding]:

@@ -57,10 +57,12 @@ def lint_suite(path: Path) -> list[Finding]:
         if case.mode not in rb.modes:
             out.append(Finding("K002", f"case {case.name!r}: no mode {case.mode!r} in rulebook {rb.name!r}"
                                        f"{_hint(case.mode, rb.modes)}", smap.locate((*at, "mode")), node=node))
+        from policyrun.inputs import input_aliases
+
         for name in case.inputs:
-            if name not in rb.inputs:
+            if name not in input_aliases(rb):
                 out.append(Finding("K002", f"case {case.name!r}: no input {name!r} in rulebook {rb.name!r}"
-                                           f"{_hint(name, rb.inputs)}", _key(smap, (*at, "inputs", name)),
+                                           f"{_hint(name, input_aliases(rb))}", _key(smap, (*at, "inputs", name)),
                                    node=node))
         for name in case.facts:
             if name not in rb.probes:

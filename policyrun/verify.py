@@ -270,12 +270,13 @@ def bind_inputs(rulebook: Rulebook, recorded: dict[str, Any], inputs_file: Path 
     the trace recorded as null stays null: the environment of the auditor is not consulted. A
     secret input the trace masks is bound again as evaluate binds it (--set, --inputs, its
     environment variable): the trace never held its value."""
-    from policyrun.inputs import parse_sets, resolve_inputs
+    from policyrun.inputs import canonical_inputs, parse_sets, resolve_inputs
     from policyrun.masking import MASK
 
     sets = list(sets)
-    from_file = _inputs_file(inputs_file)
-    given = {*from_file, *parse_sets(sets)}
+    recorded = canonical_inputs(rulebook, recorded)  # a trace written before an input was renamed
+    from_file = canonical_inputs(rulebook, _inputs_file(inputs_file))
+    given = {*from_file, *canonical_inputs(rulebook, parse_sets(sets))}
     declared = rulebook.inputs
     masked = {k for k, v in recorded.items()
               if v == MASK and k in declared and (declared[k].secret or declared[k].env is not None)}

@@ -50,6 +50,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RULEBOOK = REPO_ROOT / "rulebooks" / "upgrade-gpu-version.yaml"
+# The generic rulebook the flagship is an overlay of (its own test snapshots: `generic-*`).
+GENERIC_RULEBOOK = REPO_ROOT / "rulebooks" / "upgrade-vllm-plugin.yaml"
 
 CURRENT_VERSION = "0.26.1"
 TARGET_VERSION = "0.27.0"
@@ -1444,7 +1446,7 @@ def machine_value(pid: str, value: Any, params: Mapping[str, Any]) -> Any:
 
 
 def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
-                  machine: Mapping[str, Any] | None = None) -> Any:
+                  machine: Mapping[str, Any] | None = None, rulebook: Path = RULEBOOK) -> Any:
     """Run the rulebook's probes for `mode` (real repository probes); replace the machine facts.
 
     A replaced fact keeps the parameters the rulebook gave its probe in this collection, so
@@ -1454,7 +1456,7 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
     from policyrun.facts import Fact, FactsSnapshot, Provenance
     from policyrun.inputs import resolve_inputs
 
-    rb = load_checked(RULEBOOK)
+    rb = load_checked(rulebook)
     bound = resolve_inputs(rb.model, values=dict(inputs))
     snap = collect(rb.model, mode, bound, base_dir=cwd, rulebook_dir=rb.directory)
     facts = dict(snap.facts)
@@ -1538,6 +1540,7 @@ class Scenario:
     extra_inputs: dict[str, Any] = field(default_factory=dict)
     gpus: int = 2
     machine_snapshot: Path | None = None  # a real node's machine facts (examples/h200/facts.json)
+    rulebook: Path = RULEBOOK  # what collects the facts (the generic rulebook names no AFD input)
 
 
 EXAMPLES = [
@@ -1650,7 +1653,31 @@ SNAPSHOTS = {
     "implementation": Scenario("implementation", "implementation", "upgraded plugin, implementation mode",
                                post=True, final_files=True, extra_inputs={"gpu_validation": True}),
     "final": Scenario("final", "final-validation", "upgraded plugin, final validation", post=True, final_files=True),
+    # The same plugin, collected by the generic upgrade-vllm-plugin (its conventions: no version
+    # constant, the generic marker and comment-field patterns, lessons under docs/lessons).
+    "generic-planning": Scenario("generic-planning", "planning-audit", "pre-upgrade plugin, generic rulebook",
+                                 rulebook=GENERIC_RULEBOOK),
 }
+
+
+# The rows the generic rulebook adds from how the plugin binds upstream: the FFN worker subclasses
+# WorkerBase and overrides two of its methods, all gone with worker_base.py at the target.
+GENERIC_BINDING_ROWS = ["vllm.v1.worker.worker_base.WorkerBase.__init__", "vllm.v1.worker.worker_base.WorkerBase.init_device",
+                        "vllm.v1.worker.worker_base.WorkerBase.load_model"]
+
+
+def generic_evidence(folder: Path) -> None:
+    """The attestations as the generic rulebook's reviewer writes them: the plan's field named
+    `target_plugin_version`, and the binding rows classified and staged with the FFN worker."""
+    arch_path, plan_path = folder / "architecture.yaml", folder / "plan.yaml"
+    arch = yaml.safe_load(arch_path.read_text(encoding="utf-8"))
+    arch["rows"] += [{"upstream": u, "classification": "BEHAVIORAL", "invariant": "the FFN worker loads only FFN-owned weights",
+                      "replacement": "vllm.v1.worker.gpu_worker.Worker"} for u in GENERIC_BINDING_ROWS]
+    dump_yaml(arch_path, arch)
+    plan = yaml.safe_load(plan_path.read_text(encoding="utf-8"))
+    plan["target_plugin_version"] = plan.pop("target_afd_version")
+    next(st for st in plan["stages"] if st["id"] == "S4-ffn-worker")["upstream"] += GENERIC_BINDING_ROWS
+    dump_yaml(plan_path, plan)
 
 
 def make_snapshot(name: str, out: Path) -> None:
@@ -1660,7 +1687,10 @@ def make_snapshot(name: str, out: Path) -> None:
         machine = machine_facts(sc.gpus)
         write_evidence(sc, ws, ws.evidence, machine["gpu"])
         inputs = scenario_inputs(sc, ws, str(ws.evidence))
-        snap = collect_facts(sc.mode, inputs, cwd=ws.plugin.path, machine=machine)
+        if sc.rulebook != RULEBOOK:  # the generic rulebook's own input names, plan field and binding rows
+            inputs = {{"afd_repo": "plugin_repo", "afd_base": "plugin_base"}.get(k, k): v for k, v in inputs.items()}
+            generic_evidence(ws.evidence)
+        snap = collect_facts(sc.mode, inputs, cwd=ws.plugin.path, machine=machine, rulebook=sc.rulebook)
         out.write_text(stable_json(snap, ws.replacements(f"{STABLE_AFD}/.policyrun/evidence")), encoding="utf-8")
 
 

@@ -83,7 +83,21 @@ def _pydeps_self(root: Path) -> Path:
     return checkout
 
 
+def _bart_plugin(root: Path) -> Path:
+    """Clones of the real corpus's bart-plugin and vLLM release sources side by side
+    (docs/plugin-upgrade.md plans the plugin's upgrade from its checkout)."""
+    corpus = Path(os.environ.get("POLICYRUN_CORPUS") or ROOT.parent / "shared" / "corpus")
+    bundles = [corpus / "bart-plugin.bundle", corpus / "vllm-0.26.0-0.27.0.bundle"]
+    if not all(b.is_file() for b in bundles):
+        raise Unavailable(f"the real corpus ({', '.join(b.name for b in bundles)} in {corpus})")
+    git(root, "clone", "-q", str(bundles[0]), "bart-plugin")
+    git(root, "clone", "-q", str(bundles[1]), "vllm")
+    git(root / "vllm", "fetch", "-q", "--tags")
+    return root / "bart-plugin"
+
+
 SESSIONS: dict[str, Callable[[Path], Path]] = {
+    "bart-plugin": _bart_plugin,
     "checkout": _checkout,
     "pydeps-self": _pydeps_self,
     "identity-disagree": _identity_disagree,

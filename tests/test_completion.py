@@ -85,7 +85,7 @@ def test_bash_completes_rulebook_names_modes_probe_kinds_and_formats(tmp_path: P
         assert proc.returncode == 0, proc.stderr
         return [line for line in proc.stdout.splitlines() if line]
 
-    assert complete("evaluate", "upg") == ["upgrade-gpu-version", "upgrade-python-deps"]  # a shipped rulebook's name
+    assert complete("evaluate", "upg") == ["upgrade-gpu-version", "upgrade-python-deps", "upgrade-vllm-plugin"]  # a shipped rulebook's name
     assert complete("lint", "gpu") == ["gpu-cell-preflight", "gpu-node-preflight"]
     assert complete("evaluate", "mi") == ["mine.yaml"]  # and files
     assert complete("eval", "--rulebook", "upgrade-g") == ["upgrade-gpu-version"]
@@ -172,4 +172,4 @@ def test_zsh_functions_offer_rulebook_names_and_modes(tmp_path: Path, capsys: py
     proc = subprocess.run(["zsh", "-f", "-c", code], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["preflight", "inventory", "files:file:_files",
-                                        "shipped:shipped rulebook:(gpu-cell-preflight gpu-node-preflight upgrade-gpu-version upgrade-python-deps)"]
+                                        "shipped:shipped rulebook:(gpu-cell-preflight gpu-node-preflight upgrade-gpu-version upgrade-python-deps upgrade-vllm-plugin)"]

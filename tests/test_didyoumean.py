@@ -44,7 +44,7 @@ def test_a_misspelt_shipped_name_still_gets_the_shipped_name(tree: Path, capsys:
     assert main(["lint", "upgrade-gpu-verison"]) == 3
     assert "did you mean 'upgrade-gpu-version'?" in capsys.readouterr().err
     assert main(["lint", "policies/nothing-like-it.yaml"]) == 3
-    assert "; shipped rulebooks are named without a folder or suffix (gpu-cell-preflight, gpu-node-preflight, upgrade-gpu-version, upgrade-python-deps)" in capsys.readouterr().err
+    assert "; shipped rulebooks are named without a folder or suffix (gpu-cell-preflight, gpu-node-preflight, upgrade-gpu-version, upgrade-python-deps, upgrade-vllm-plugin)" in capsys.readouterr().err
 
 
 def test_the_example_in_docs_cli_is_what_policyrun_prints(capsys: pytest.CaptureFixture[str],

@@ -310,7 +310,7 @@ def test_final_validation_on_the_frozen_revision(upgraded: fx.PluginRepo, upstre
     assert code == 2
     freeze = phase(trace, "FREEZE_IDENTITY")
     assert freeze["status"] == "BLOCKED"
-    assert check(trace, "FREEZE_IDENTITY", "afd_frozen")["message"] == (
+    assert check(trace, "FREEZE_IDENTITY", "plugin_frozen")["message"] == (
         f"AFD checkout {upgraded.path} is not frozen at {upgraded.head_sha}: uncommitted changes in README.md")
     assert check(trace, "FREEZE_IDENTITY", "target_stack_recorded")["outcome"] == "BLOCKED"
     assert [c["id"] for c in freeze["evidence"] if c["result"] == "UNKNOWN" and c["outcome"] is None] == []

@@ -53,10 +53,12 @@ def test_phases_modes_and_inputs() -> None:
     assert final.on_missing == "BLOCKED" and final.permissions.get("write_repos") is False
 
     inputs = model.inputs
-    assert inputs["afd_repo"].default == "." and inputs["vllm_src"].required and inputs["target_ref"].required
+    # The generic rulebook's plugin_repo/plugin_base, still answering to the AFD names users type.
+    assert inputs["plugin_repo"].aliases == ["afd_repo"] and inputs["plugin_base"].aliases == ["afd_base"]
+    assert inputs["plugin_repo"].default == "." and inputs["vllm_src"].required and inputs["target_ref"].required
     assert inputs["evidence_dir"].default == ".policyrun/evidence"
     assert inputs["gpu_validation"].type == "bool" and inputs["gpu_validation"].default is False
-    for name in ("current_ref", "afd_base", "python", "unit_junit", "e2e_junit", "accuracy_results"):
+    for name in ("current_ref", "plugin_base", "python", "unit_junit", "e2e_junit", "accuracy_results"):
         assert name in inputs and not inputs[name].required
     assert set(model.schemas) >= {"architecture", "plan", "native_control", "accuracy"}
 

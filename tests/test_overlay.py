@@ -184,3 +184,114 @@ def test_misspelt_overlay_references_get_a_did_you_mean(base: Path, tmp_path: Pa
     with pytest.raises(RulebookError) as exc:
         load_rulebook(overlay)
     assert message in exc.value.message
+
+
+RENAMING = """\
+policyrun: 1
+name: adapted
+extends: base/base.yaml
+modes:
+  audit: {waivers: [A]}
+inputs:
+  repo: {aliases: [plugin_repo]}
+phases:
+  - id: ALPHA
+    renames: A
+    evidence:
+      - {id: named, check: "vars.label == 'PATCH'"}
+"""
+
+
+def test_an_overlay_renames_a_base_phase_everywhere(base: Path, tmp_path: Path) -> None:
+    base.write_text(BASE.replace("  - id: B\n", "  - id: B\n    requires: [A]\n")
+                    .replace("phases.B.status == 'PASS'", "phases.B.status == 'PASS' && phases['A'].status == 'PASS'"))
+    rb = load_rulebook(_overlay(tmp_path, RENAMING)).model
+    assert [p.id for p in rb.phases] == ["ALPHA", "B"]
+    assert [e.id for e in rb.phases[0].evidence] == ["small", "positive", "named"]  # merged onto the renamed phase
+    assert [p.phase for p in rb.modes["audit"].phases] == ["ALPHA", "B"]
+    assert rb.modes["audit"].waivers == ["ALPHA"]
+    assert rb.phases[1].requires == ["ALPHA"]
+    assert rb.verdicts[0].when == "phases.B.status == 'PASS' && phases['ALPHA'].status == 'PASS'"
+    assert [f for f in lint_file(tmp_path / "overlay.yaml") if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("  - id: ALPHA\n    renames: AA\n", "the base has no phase 'AA' to rename; did you mean 'A'?"),
+    ("  - id: ALPHA\n    renames: ZZZ\n", "the base has no phase 'ZZZ' to rename; its phases: A, B"),
+    ("  - id: B\n    renames: A\n", "cannot rename phase 'A' to 'B': the base already has a phase 'B'"),
+])
+def test_a_bad_rename_is_located_with_a_did_you_mean(base: Path, tmp_path: Path, entry: str, message: str) -> None:
+    overlay = _overlay(tmp_path, "policyrun: 1\nname: adapted\nextends: base/base.yaml\nphases:\n" + entry)
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert exc.value.code == "O004" and exc.value.message == message
+    assert exc.value.location is not None and exc.value.location.file == str(overlay)
+    assert exc.value.location.line in (5, 6)
+
+
+def test_an_input_alias_binds_the_declared_input(base: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    overlay = _overlay(tmp_path, RENAMING)
+    out = tmp_path / "out"
+    assert main(["evaluate", str(overlay), "--facts", str(_facts(tmp_path)), "--out", str(out), "-q",
+                 "--set", "plugin_repo=elsewhere"]) == 1  # `small` fails: n is 3, limit 2
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["inputs"] == {"repo": "elsewhere"}  # the declared name, never the alias
+    assert trace["phases"][0]["phase"] == "ALPHA"
+    assert main(["evaluate", str(overlay), "--facts", str(_facts(tmp_path)), "--out", str(out), "-q",
+                 "--set", "plugin_repo=a", "--set", "repo=b"]) == 3
+    assert "'repo' is given twice, as 'plugin_repo' and 'repo'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("aliases, message", [
+    ("[repo]", "input 'repo': alias 'repo' is already itself"),
+    ("[other]", "input 'repo': alias 'other' is already input 'other'"),
+])
+def test_an_alias_naming_another_input_is_located(base: Path, tmp_path: Path, aliases: str, message: str) -> None:
+    overlay = _overlay(tmp_path, "policyrun: 1\nname: adapted\nextends: base/base.yaml\ninputs:\n"
+                                 f"  other: {{default: x}}\n  repo: {{aliases: {aliases}}}\n")
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert exc.value.code == "L044" and message in exc.value.message
+    assert exc.value.location is not None and exc.value.location.file == str(overlay)
+    assert exc.value.location.line == 6
+
+
+def test_lint_lists_every_check_an_overlay_disables(base: Path, tmp_path: Path) -> None:
+    overlay = _overlay(tmp_path, """\
+policyrun: 1
+name: adapted
+extends: base/base.yaml
+phases:
+  - id: A
+    disable:
+      - {id: positive, reason: "n is a count"}
+""")
+    found = [(f.code, f.severity, f.location.file, f.location.line, f.message) for f in lint_file(overlay)
+             if f.code == "O005"]
+    assert found == [("O005", "warning", str(overlay), 7, "disables check 'positive' of phase A (n is a count)")]
+
+
+def test_a_test_case_may_name_an_input_by_its_alias(base: Path, tmp_path: Path) -> None:
+    _overlay(tmp_path, RENAMING)
+    suite = tmp_path / "overlay.test.yaml"
+    suite.write_text("policyrun_test: 1\nrulebook: overlay.yaml\ncases:\n"
+                     "  - {name: alias, mode: audit, inputs: {plugin_repo: x}, facts: {n: 1},"
+                     " expect: {phases: {ALPHA: PASS}}}\n"
+                     "  - {name: typo, mode: audit, inputs: {plugin_rep: x}, facts: {n: 1},"
+                     " expect: {phases: {ALPHA: PASS}}}\n")
+    found = [(f.code, f.message) for f in lint_file(suite)]
+    assert found == [("K002", "case 'typo': no input 'plugin_rep' in rulebook 'adapted'; did you mean 'plugin_repo'?")]
+
+
+def test_the_overlay_in_docs_plugin_upgrade_lints_clean(tmp_path: Path) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plugin-upgrade.md").read_text()
+    [text] = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if "name: my-plugin-upgrade" in b]
+    path = tmp_path / "my-plugin-upgrade.yaml"
+    path.write_text(text)
+    assert [f for f in lint_file(path) if f.severity == "error" or f.code == "O005"] == []
+    rb = load_rulebook(path).model
+    assert rb.vars["version_constant_names"] == ["SUPPORTED_VLLM_VERSION"] and rb.inputs["patches_dir"].default == "my_plugin/compat"
+    assert [p.id for p in rb.phases][1] == "INVENTORY_PLUGIN_CONTRACTS"

@@ -312,7 +312,8 @@ def test_identity_disagree_example_points_at_both_sources(tmp_path: Path) -> Non
     assert [_where(x) for x in result["relatedLocations"]] == [("pyproject.toml", "%SRCROOT%", 16, 0)]
     assert "pin [pyproject.toml:16](1) = 0.26.1, but constant afd_plugin/compat/vllm.py:12" in result["message"]["text"]
     assert not any("shipped" in uri or uri.startswith("rulebooks/") for uri in _uris(log))
-    assert result["properties"]["rulebook_location"].startswith("<shipped>/upgrade-gpu-version.yaml:")
+    # The check is the generic rulebook's, which the flagship overlays: located in the file that wrote it.
+    assert result["properties"]["rulebook_location"].startswith("<shipped>/upgrade-vllm-plugin.yaml:")
 
 
 # --- traces: code locations from the facts a check read ------------------------------------------
@@ -625,5 +626,5 @@ def test_the_sarif_example_in_docs_reports_md_is_real(tmp_path: Path, monkeypatc
     trimmed = {"ruleId": result["ruleId"], "level": result["level"], "message": {"text": result["message"]["text"]},
                "locations": result["locations"], "relatedLocations": result["relatedLocations"]}
     assert trimmed == shown
-    assert re.fullmatch(r"<shipped>/upgrade-gpu-version\.yaml:\d+:\d+", result["properties"]["rulebook_location"])
-    assert "`properties.rulebook_location`: `<shipped>/upgrade-gpu-version.yaml:LINE:COLUMN`" in " ".join(section.split())
+    assert re.fullmatch(r"<shipped>/upgrade-vllm-plugin\.yaml:\d+:\d+", result["properties"]["rulebook_location"])
+    assert "`properties.rulebook_location`: `<shipped>/upgrade-vllm-plugin.yaml:LINE:COLUMN`" in " ".join(section.split())

@@ -93,8 +93,10 @@ def test_extends_a_shipped_name_never_reads_a_file_beside_the_overlay(checkout: 
                                         "modes: {planning-audit: {permissions: {exec: true}}}\n", encoding="utf-8")
     (checkout / "overlay.yaml").write_text(ESCALATION, encoding="utf-8")
     rb = load_rulebook(Path("overlay.yaml"))
-    assert [layer.path for layer in rb.chain] == [f"<shipped>/{FLAGSHIP}.yaml", "base.yaml", "overlay.yaml"]
-    assert rb.chain[0].sha256 == FLAGSHIP_SHA
+    # The flagship is itself an overlay of the shipped generic rulebook: both come from the shipped folder.
+    assert [layer.path for layer in rb.chain] == ["<shipped>/upgrade-vllm-plugin.yaml", f"<shipped>/{FLAGSHIP}.yaml",
+                                                  "base.yaml", "overlay.yaml"]
+    assert rb.chain[1].sha256 == FLAGSHIP_SHA
 
 
 def test_extends_a_bare_name_that_is_not_shipped_is_refused_with_the_path_to_write(checkout: Path) -> None:

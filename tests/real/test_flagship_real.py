@@ -436,7 +436,7 @@ def test_twice_the_size_evaluates_without_budget_errors(afd_repo: Path, vllm_rep
                  "-o", str(facts_path)]) in (0, 2)
     data = json.loads(facts_path.read_text())
     diff = data["facts"]["vllm_diff"]["value"]
-    imports = data["facts"]["afd_imports"]["value"]
+    imports = data["facts"]["plugin_imports"]["value"]
     extra = [f"vllm/synthetic/m{i}.py" for i in range(3200)]
     diff["files"] += [{"path": p, "old_path": None, "status": "M", "added": 1, "deleted": 1, "binary": False,
                        "similarity": None} for p in extra]

@@ -55,4 +55,6 @@ def test_overlay_adapts_the_flagship(afd_repo: Path, vllm_repo: Path, tmp_path: 
     assert statuses["DIFF_VLLM"] == "PASS"
     rows = next(d for d in adapted["derived"] if d["id"] == "patch_inventory")["value"]
     assert sum(r["starts"] for r in rows) == 50 and sum(r["ends"] for r in rows) == 50
-    assert [c["name"] for c in adapted["rulebook"]["chain"]] == ["upgrade-gpu-version", "other-plugin-upgrade"]
+    # the flagship is itself an overlay of the generic rulebook: the chain names all three, base first
+    assert [c["name"] for c in adapted["rulebook"]["chain"]] == ["upgrade-vllm-plugin", "upgrade-gpu-version",
+                                                                 "other-plugin-upgrade"]

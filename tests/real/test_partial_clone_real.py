@@ -25,8 +25,8 @@ from tests.real.conftest import git
 
 WHEEL = "afd_plugin/connectors/npu/bin/umdk_cam_op_lib-209.0.0b1-cp312-cp312-linux_aarch64.whl"
 # Facts of the AFD checkout that read blobs or list files (identity, inventory, diff).
-AUDIT_FACTS = ["afd_head", "vllm_pins", "version_constants", "doc_claims", "base_pins", "base_constants",
-               "patch_markers", "patch_package", "afd_imports", "patched_symbols", "native_sources",
+AUDIT_FACTS = ["plugin_head", "vllm_pins", "version_constants", "doc_claims", "base_pins", "base_constants",
+               "patch_markers", "patch_package", "plugin_imports", "patched_symbols", "native_sources",
                "lessons_files", "base_lessons", "worktree_markers", "vllm_current", "vllm_target", "vllm_diff",
                "vllm_history", "current_toolchain", "target_toolchain"]
 

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from policyrun.functions.versions import version_unique
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.claims import ClaimsProbe
 from policyrun.probes.pins import PackagePinsProbe
-from tests.claimconventions import FLAGSHIP, vllm_claims
+from tests.claimconventions import flagship_vars, vllm_claims
 from tests.real.conftest import _git, git
 
 
@@ -35,7 +34,7 @@ def _pins(root: Path) -> dict[str, Any]:
 
 
 def _claims(root: Path) -> dict[str, Any]:
-    flagship = yaml.safe_load(FLAGSHIP.read_text())["vars"]
+    flagship = flagship_vars()
     params = {"root": str(root), **vllm_claims(), "include": flagship["doc_globs"],
               "exclude": flagship["historical_globs"] + flagship["vendored_globs"]}
     return ClaimsProbe().run(params, ProbeContext(base_dir=root, timeout_s=60)).value

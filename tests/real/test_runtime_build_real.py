@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from policyrun.rulebook import load_rulebook
 from tests.gitfixtures import run_probe
 from tests.real.upgrade import Upgrade, checks, evaluate_upgrade, machine_facts, phase
 
 ROOT = Path(__file__).resolve().parents[2]
-VARS = yaml.safe_load((ROOT / "rulebooks" / "upgrade-gpu-version.yaml").read_text())["vars"]
+VARS = load_rulebook(ROOT / "rulebooks" / "upgrade-gpu-version.yaml").model.vars  # with the generic base merged
 
 
 @pytest.fixture(scope="module")
