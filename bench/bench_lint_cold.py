@@ -6,6 +6,8 @@ Times, alternating, `--repeat` rounds of:
   floor  python -c "import yaml, jsonschema, pydantic"   (the dependencies lint cannot avoid)
   cold   python -m policyrun lint RULEBOOK, its cache in a new empty POLICYRUN_CACHE_DIR
   warm   the same with the cache written by a previous run
+  help   python -m policyrun --help                       (CLI start to first output)
+  small  python -m policyrun lint on a one-phase rulebook, cache empty (CLI start to a lint's output)
 and prints min/median/max wall and CPU (user + sys of the child) and the ratios of medians. Then
 one cold run under `-X importtime` lists the modules imported at top level that cost >= 10 ms
 cumulative: what lint would gain by deferring them.
@@ -25,6 +27,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR = [sys.executable, "-c", "import yaml, jsonschema, pydantic"]
+SMALL = """\
+policyrun: 1
+name: small
+inputs:
+  target: {type: string, default: main}
+modes:
+  check: {phases: [A]}
+phases:
+  - id: A
+    evidence:
+      - {id: target_set, check: "inputs.target != ''"}
+"""
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -46,14 +60,19 @@ def main() -> int:
     # As installed by pip: bytecode compiled (a sandbox may set PYTHONDONTWRITEBYTECODE).
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "POLICYRUN_CACHE_DIR")}
     lint = [sys.executable, "-m", "policyrun", "lint", args.rulebook]
-    results: dict[str, list[tuple[float, float]]] = {"floor": [], "cold": [], "warm": []}
+    results: dict[str, list[tuple[float, float]]] = {"floor": [], "cold": [], "warm": [], "help": [], "small": []}
     with tempfile.TemporaryDirectory() as tmp:
+        small = Path(tmp) / "small.yaml"
+        small.write_text(SMALL, encoding="utf-8")
         warm_env = {**base, "POLICYRUN_CACHE_DIR": str(Path(tmp) / "warm")}
         timed(lint, warm_env)  # writes __pycache__ and the warm cache
         for i in range(args.repeat):
             results["floor"].append(timed(FLOOR, base))
             results["cold"].append(timed(lint, {**base, "POLICYRUN_CACHE_DIR": str(Path(tmp) / f"cold{i}")}))
             results["warm"].append(timed(lint, warm_env))
+            results["help"].append(timed([sys.executable, "-m", "policyrun", "--help"], base))
+            results["small"].append(timed([sys.executable, "-m", "policyrun", "lint", str(small)],
+                                          {**base, "POLICYRUN_CACHE_DIR": str(Path(tmp) / f"small{i}")}))
         env = {**base, "POLICYRUN_CACHE_DIR": str(Path(tmp) / "importtime")}
         proc = subprocess.run([sys.executable, "-X", "importtime", *lint[1:]], env=env, capture_output=True, text=True)
     floor_wall = statistics.median(w for w, _ in results["floor"])

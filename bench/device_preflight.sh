@@ -20,6 +20,9 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
     echo "policyrun collect gpu-node-preflight --mode inventory (run $i):"
     time python3 -m policyrun collect rulebooks/gpu-node-preflight.yaml --mode inventory -o "$OUT/inventory-facts.json" 2>>"$OUT/collect-stderr.txt"
   done
+  # Collection against its floor, alternating, with the ratio of medians (issue 24, item 6).
+  python3 bench/gpu_collect.py rulebooks/gpu-node-preflight.yaml /tmp/floor-facts.json --mode preflight \
+    --engine collect --repeat 5 --floor | tail -1
 } > "$OUT/timings.txt" 2>&1
 for m in preflight inventory; do
   echo "== policyrun evaluate --mode $m" >> "$OUT/evaluate.txt"

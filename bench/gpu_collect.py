@@ -1,7 +1,7 @@
 """Collect a rulebook's probes on a GPU machine without the CLI, timed; write the facts snapshot.
 
     python bench/gpu_collect.py [RULEBOOK] [OUT.json] [--mode on-device] [--set python=/path/bin/python]
-                                [--engine direct|collect] [--repeat N]
+                                [--engine direct|collect] [--repeat N] [--floor]
 
 Defaults: examples/gpu-probes.yaml, facts.json, its `on-device` mode. The `direct` engine (the
 default) loads each probe kind from the registry, refuses one whose side effects the mode
@@ -10,11 +10,17 @@ uses `policyrun.collect.collect` (the engine the CLI uses) instead. Either way t
 normal facts snapshot: `policyrun evaluate RULEBOOK --mode MODE --facts OUT.json` reads it.
 
 Prints one line per probe (ok / error code, seconds) and the whole collection's wall time.
+With `--floor`, each of the N rounds first times `import torch` in the interpreter the rulebook
+inspects (its `python` input, else this one), then the collection, alternating, and prints
+min/median/max of both and the collection's ratio to that floor (issue 24, item 6: probes that
+inspect one interpreter share one child, so the goal is collection within 1.2x of the import).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +38,7 @@ from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoStat
 from policyrun.model import Rulebook  # noqa: E402
 from policyrun.probes import registry  # noqa: E402
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError  # noqa: E402
+from policyrun.probes.pysession import Interpreters  # noqa: E402
 
 
 def _now() -> str:
@@ -49,7 +56,8 @@ def _inputs(rulebook: Rulebook, given: list[str]) -> dict[str, Any]:
     return values
 
 
-def _run_one(pid: str, rulebook: Rulebook, mode: str, inputs: dict[str, Any], base_dir: Path) -> Fact:
+def _run_one(pid: str, rulebook: Rulebook, mode: str, inputs: dict[str, Any], base_dir: Path,
+             interpreters: Interpreters) -> Fact:
     spec = rulebook.probes[pid]
     started, t0 = _now(), time.perf_counter()
 
@@ -72,7 +80,7 @@ def _run_one(pid: str, rulebook: Rulebook, mode: str, inputs: dict[str, Any], ba
             code="refused.permission", message=f"needs permission {denied[0]!r} ({SIDE_EFFECTS.get(denied[0])}), "
                                                f"which mode {mode!r} does not grant"))
     try:
-        result = probe.run(params, ProbeContext(base_dir=base_dir, timeout_s=spec.timeout_s))
+        result = probe.run(params, ProbeContext(base_dir=base_dir, timeout_s=spec.timeout_s, interpreters=interpreters))
     except ProbeError as exc:
         return fact(params=params, commands=exc.commands, error=FactError(code=exc.code, message=exc.message))
     except Exception as exc:  # noqa: BLE001 - a crash is a fact here too
@@ -83,9 +91,13 @@ def _run_one(pid: str, rulebook: Rulebook, mode: str, inputs: dict[str, Any], ba
 
 def collect_direct(rulebook: Rulebook, mode: str, inputs: dict[str, Any], base_dir: Path) -> FactsSnapshot:
     pids = [pid for pid, s in rulebook.probes.items() if s.modes is None or mode in s.modes]
-    with ThreadPoolExecutor(max_workers=max(1, len(pids)), thread_name_prefix="gpu-collect") as pool:
-        futures = {pid: pool.submit(_run_one, pid, rulebook, mode, inputs, base_dir) for pid in pids}
-        facts = {pid: f.result() for pid, f in futures.items()}
+    interpreters = Interpreters()  # as in collect: probes of one interpreter share one child
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(pids)), thread_name_prefix="gpu-collect") as pool:
+            futures = {pid: pool.submit(_run_one, pid, rulebook, mode, inputs, base_dir, interpreters) for pid in pids}
+            facts = {pid: f.result() for pid, f in futures.items()}
+    finally:
+        interpreters.close()
     return FactsSnapshot(collected_at=_now(), rulebook=rulebook.name, mode=mode, facts=dict(sorted(facts.items())))
 
 
@@ -104,6 +116,8 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set an input (repeatable)")
     ap.add_argument("--engine", choices=["direct", "collect"], default="direct")
     ap.add_argument("--repeat", type=int, default=1, help="collect N times; report each and the best")
+    ap.add_argument("--floor", action="store_true",
+                    help="alternate each collection with `import torch` in the inspected interpreter; print the ratio")
     args = ap.parse_args()
 
     rulebook = Rulebook.model_validate(yaml.safe_load(args.rulebook.read_text(encoding="utf-8")))
@@ -112,8 +126,14 @@ def main() -> int:
     inputs = _inputs(rulebook, args.set)
     base_dir = Path.cwd()
     times: list[float] = []
+    floors: list[float] = []
+    python = str(inputs.get("python") or sys.executable)
     snapshot: FactsSnapshot | None = None
     for _ in range(max(1, args.repeat)):
+        if args.floor:
+            t0 = time.perf_counter()
+            subprocess.run([python, "-c", "import torch"], check=True, capture_output=True)
+            floors.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         if args.engine == "direct":
             snapshot = collect_direct(rulebook, args.mode, inputs, base_dir)
@@ -134,6 +154,13 @@ def main() -> int:
     shown = ", ".join(f"{t:.3f}" for t in times)
     print(f"collection ({args.engine}, mode {args.mode}): {min(times):.3f} s wall (runs: {shown}); "
           f"{len(snapshot.facts)} facts, {errors} errors → {args.output}")
+    if floors:
+        def spread(xs: list[float]) -> str:
+            return f"{min(xs):.3f} / {statistics.median(xs):.3f} / {max(xs):.3f} s"
+
+        print(f"{len(times)} alternating rounds, min/median/max: import torch ({python}) {spread(floors)}; "
+              f"collection {spread(times)}; collection / import torch = "
+              f"{statistics.median(times) / statistics.median(floors):.2f}x (medians)")
     return 0
 
 

@@ -19,35 +19,17 @@ from typing import Any
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result, shift = b & 0x7F, 7
     while True:
-        b = buf[pos]
         pos += 1
+        b = buf[pos]
         result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
+        if b < 0x80:
+            return result, pos + 1
         shift += 7
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
-    """(field number, wire type, value): ints for varints/fixed, bytes for length-delimited."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            value, pos = buf[pos:pos + length], pos + length
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        else:  # groups are not used by the CEL protos
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, wire, value
 
 
 def _signed(v: int) -> int:
@@ -94,7 +76,6 @@ class CheckedAst:
     root: Node
     positions: dict[int, int]  # node id → offset (code points) into the source
     line_offsets: list[int]  # offset of the start of each line after the first
-    macro_calls: dict[int, Node]  # comprehension node id → the macro call as written
 
     def location(self, node_id: int) -> tuple[int, int]:
         """(line, column), both 1-based, of a node in the source text."""
@@ -111,136 +92,269 @@ class CheckedAst:
         return self.positions.get(node_id, 0)
 
 
-def _const(buf: bytes) -> Any:
-    for number, _wire, value in _fields(buf):
-        if number == 1:
-            return None
-        if number == 2:
-            return bool(value)
-        if number in (3,):
-            return _signed(value)
-        if number == 4:
-            return value
-        if number == 5:
-            return struct.unpack("<d", value)[0]
-        if number == 6:
-            return value.decode("utf-8")
-        if number == 7:
-            return bytes(value)
-    return None
+def _skip(buf: bytes, pos: int, wire: int) -> int:
+    """The offset after a field's value (of wire type `wire`) that starts at `pos`."""
+    if wire == 0:
+        return _varint(buf, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        length, pos = _varint(buf, pos)
+        return pos + length
+    if wire == 5:
+        return pos + 4
+    raise ValueError(f"unsupported protobuf wire type {wire}")  # groups are not used by the CEL protos
 
 
-def _expr(buf: bytes) -> Node:
+# The decoders below walk (buf, start, end) offsets instead of slicing out each sub-message, and
+# read one-byte keys and lengths inline: lint decodes every expression of a rulebook (hundreds of
+# kilobytes for the flagship), and a generator per message made this the largest part of a cold lint.
+
+def _string(buf: bytes, pos: int, end: int, want: int) -> str:
+    """Field `want` (a string) of the message in buf[pos:end]; '' when absent."""
+    out = ""
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        if key == (want << 3) | 2:
+            length, pos = _varint(buf, pos)
+            out = buf[pos:pos + length].decode("utf-8")
+            pos += length
+        else:
+            pos = _skip(buf, pos, key & 7)
+    return out
+
+
+def _const(buf: bytes, pos: int, end: int) -> Any:
+    out: Any = None
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            if number == 2:
+                return bool(value)
+            if number == 3:
+                return _signed(value)
+            if number == 4:
+                return value
+            if number == 1:
+                return None
+        elif wire == 1:
+            raw = buf[pos:pos + 8]
+            pos += 8
+            if number == 5:
+                return struct.unpack("<d", raw)[0]
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            raw = buf[pos:pos + length]
+            pos += length
+            if number == 6:
+                return raw.decode("utf-8")
+            if number == 7:
+                return bytes(raw)
+        else:
+            pos = _skip(buf, pos, wire)
+    return out
+
+
+def _expr(buf: bytes, pos: int = 0, end: int | None = None) -> Node:
+    """One Expr message in buf[pos:end]."""
+    if end is None:
+        end = len(buf)
     node = Node(id=0, kind="unset")
-    for number, _wire, value in _fields(buf):
-        if number == 2:
-            node.id = value
-        elif number == 3:
-            node.kind, node.value = "const", _const(value)
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire != 2:
+            if number == 2 and wire == 0:
+                node.id, pos = _varint(buf, pos)
+            else:
+                pos = _skip(buf, pos, wire)
+            continue
+        length = buf[pos]
+        if length < 0x80:
+            pos += 1
+        else:
+            length, pos = _varint(buf, pos)
+        start, pos = pos, pos + length
+        if number == 3:
+            node.kind, node.value = "const", _const(buf, start, pos)
         elif number == 4:
             node.kind = "ident"
-            node.name = next((v.decode() for n, _w, v in _fields(value) if n == 1), "")
+            node.name = _string(buf, start, pos, 1)
         elif number == 5:
             node.kind = "select"
-            for n, _w, v in _fields(value):
-                if n == 1:
-                    node.target = _expr(v)
-                elif n == 2:
-                    node.name = v.decode()
-                elif n == 3:
-                    node.test_only = bool(v)
+            _select(buf, start, pos, node)
         elif number == 6:
             node.kind = "call"
-            for n, _w, v in _fields(value):
-                if n == 1:
-                    node.target = _expr(v)
-                elif n == 2:
-                    node.name = v.decode()
-                elif n == 3:
-                    node.args.append(_expr(v))
+            _call(buf, start, pos, node)
         elif number == 7:
             node.kind = "list"
-            node.args = [_expr(v) for n, _w, v in _fields(value) if n == 1]
+            node.args = [_expr(buf, s, e) for n, s, e in _submessages(buf, start, pos) if n == 1]
         elif number == 8:
             node.kind = "struct"
-            for n, _w, v in _fields(value):
-                if n == 2:
-                    key: Node | str = ""
-                    val: Node | None = None
-                    for en, _ew, ev in _fields(v):
-                        if en == 2:
-                            key = ev.decode()
-                        elif en == 3:
-                            key = _expr(ev)
-                        elif en == 4:
-                            val = _expr(ev)
-                    node.keys.append(key)
-                    node.args.append(val if val is not None else Node(0, "const"))
+            _struct(buf, start, pos, node)
         elif number == 9:
             node.kind = "comprehension"
-            for n, _w, v in _fields(value):
-                if n == 1:
-                    node.iter_var = v.decode()
-                elif n == 2:
-                    node.iter_range = _expr(v)
-                elif n == 3:
-                    node.accu_var = v.decode()
-                elif n == 4:
-                    node.accu_init = _expr(v)
-                elif n == 5:
-                    node.loop_condition = _expr(v)
-                elif n == 6:
-                    node.loop_step = _expr(v)
-                elif n == 7:
-                    node.result = _expr(v)
-                elif n == 8:
-                    node.iter_var2 = v.decode()
+            _comprehension(buf, start, pos, node)
     return node
 
 
-def _source_info(buf: bytes) -> tuple[dict[int, int], list[int], dict[int, Node]]:
+def _submessages(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(field number, start, end) of each length-delimited field in buf[pos:end]; other fields skipped."""
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        if key & 7 != 2:
+            pos = _skip(buf, pos, key & 7)
+            continue
+        length = buf[pos]
+        if length < 0x80:
+            pos += 1
+        else:
+            length, pos = _varint(buf, pos)
+        yield key >> 3, pos, pos + length
+        pos += length
+
+
+def _select(buf: bytes, pos: int, end: int, node: Node) -> None:
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            if number == 3:
+                node.test_only = bool(value)
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            if number == 1:
+                node.target = _expr(buf, pos, pos + length)
+            elif number == 2:
+                node.name = buf[pos:pos + length].decode("utf-8")
+            pos += length
+        else:
+            pos = _skip(buf, pos, wire)
+
+
+def _call(buf: bytes, pos: int, end: int, node: Node) -> None:
+    for number, start, stop in _submessages(buf, pos, end):
+        if number == 1:
+            node.target = _expr(buf, start, stop)
+        elif number == 2:
+            node.name = buf[start:stop].decode("utf-8")
+        elif number == 3:
+            node.args.append(_expr(buf, start, stop))
+
+
+def _struct(buf: bytes, pos: int, end: int, node: Node) -> None:
+    for number, start, stop in _submessages(buf, pos, end):
+        if number != 2:
+            continue
+        key: Node | str = ""
+        val: Node | None = None
+        for n, s, e in _submessages(buf, start, stop):
+            if n == 2:
+                key = buf[s:e].decode("utf-8")
+            elif n == 3:
+                key = _expr(buf, s, e)
+            elif n == 4:
+                val = _expr(buf, s, e)
+        node.keys.append(key)
+        node.args.append(val if val is not None else Node(0, "const"))
+
+
+def _comprehension(buf: bytes, pos: int, end: int, node: Node) -> None:
+    for number, start, stop in _submessages(buf, pos, end):
+        if number == 1:
+            node.iter_var = buf[start:stop].decode("utf-8")
+        elif number == 2:
+            node.iter_range = _expr(buf, start, stop)
+        elif number == 3:
+            node.accu_var = buf[start:stop].decode("utf-8")
+        elif number == 4:
+            node.accu_init = _expr(buf, start, stop)
+        elif number == 5:
+            node.loop_condition = _expr(buf, start, stop)
+        elif number == 6:
+            node.loop_step = _expr(buf, start, stop)
+        elif number == 7:
+            node.result = _expr(buf, start, stop)
+        elif number == 8:
+            node.iter_var2 = buf[start:stop].decode("utf-8")
+
+
+def _source_info(buf: bytes, pos: int, end: int) -> tuple[dict[int, int], list[int]]:
+    """Positions (SourceInfo field 4, a map<int64, int32>) and line offsets (field 3). The macro
+    calls (field 5) are not decoded: nothing reads them."""
     positions: dict[int, int] = {}
     line_offsets: list[int] = []
-    macros: dict[int, Node] = {}
-    for number, wire, value in _fields(buf):
-        if number == 3:
-            if wire == 2:  # packed
-                pos = 0
-                while pos < len(value):
-                    v, pos = _varint(value, pos)
-                    line_offsets.append(v)
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if number == 4 and wire == 2:
+            length = buf[pos]
+            if length < 0x80:
+                pos += 1
             else:
-                line_offsets.append(value)
-        elif number in (4, 5):
-            key, entry = 0, None
-            for n, _w, v in _fields(value):
-                if n == 1:
-                    key = v
-                elif n == 2:
-                    entry = v
-            if number == 4:
-                positions[key] = entry if isinstance(entry, int) else 0
-            elif isinstance(entry, bytes):
-                macros[key] = _expr(entry)
-    return positions, line_offsets, macros
+                length, pos = _varint(buf, pos)
+            stop = pos + length
+            entry_key, entry = 0, 0
+            while pos < stop:
+                tag = buf[pos]
+                pos += 1
+                if tag & 7:  # not a varint: no such field in a map<int64, int32> entry
+                    pos = _skip(buf, pos, tag & 7)
+                    continue
+                value = buf[pos]
+                if value < 0x80:
+                    pos += 1
+                else:
+                    value, pos = _varint(buf, pos)
+                if tag == 0x08:
+                    entry_key = value
+                elif tag == 0x10:
+                    entry = value
+            positions[entry_key] = entry
+        elif number == 3 and wire == 2:  # packed
+            length, pos = _varint(buf, pos)
+            stop = pos + length
+            while pos < stop:
+                v, pos = _varint(buf, pos)
+                line_offsets.append(v)
+        elif number == 3 and wire == 0:
+            v, pos = _varint(buf, pos)
+            line_offsets.append(v)
+        else:
+            pos = _skip(buf, pos, wire)
+    return positions, line_offsets
 
 
 def parse_serialized(data: bytes) -> CheckedAst:
     """Decode `Expression.serialize()` output: an Any wrapping a CheckedExpr (expr = field 4,
     source_info = field 5; reference and type maps are not needed here)."""
-    inner = next((value for number, _wire, value in _fields(data) if number == 2), data)
+    inner = next(((s, e) for number, s, e in _submessages(data, 0, len(data)) if number == 2), (0, len(data)))
     root: Node | None = None
     positions: dict[int, int] = {}
     line_offsets: list[int] = []
-    macros: dict[int, Node] = {}
-    for number, _wire, value in _fields(inner):
+    for number, start, stop in _submessages(data, *inner):
         if number == 4:
-            root = _expr(value)
+            root = _expr(data, start, stop)
         elif number == 5:
-            positions, line_offsets, macros = _source_info(value)
+            positions, line_offsets = _source_info(data, start, stop)
     if root is None:
         raise ValueError("serialized CEL expression holds no syntax tree")
-    return CheckedAst(root, positions, line_offsets, macros)
+    return CheckedAst(root, positions, line_offsets)
 
 
 # --- variable paths ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.derive import graph_of
+from policyrun.derivegraph import graph_of
 from policyrun.errors import Finding, FindingSink
 from policyrun.expr import Compiled, ExprError, caret, compile_condition, compile_expr, split_template
 from policyrun.rulebook import LoadedRulebook, node_path_text
@@ -31,8 +31,18 @@ class ExprSite:
     probe_when: bool = False  # a probe's `when`: decided before collection, over inputs, vars and mode
 
 
+_SITES: list[tuple[LoadedRulebook, list[ExprSite]]] = []
+
+
 def expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
-    """Every CEL expression in the rulebook: conditions and `${...}` inside templates."""
+    """Every CEL expression in the rulebook: conditions and `${...}` inside templates. Four lint
+    passes walk them: listed once per rulebook (the last one), not split out of templates again."""
+    if not _SITES or _SITES[0][0] is not rb:
+        _SITES[:] = [(rb, list(_expression_sites(rb)))]
+    return iter(_SITES[0][1])
+
+
+def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
     model = rb.model
     styles = rb.source.styles
 
@@ -381,7 +391,7 @@ def _check_probe_graph(rb: LoadedRulebook, sink: FindingSink) -> None:
     and derived values, a derived value reads facts and other derived values. A cycle cannot be
     collected or computed."""
     model = rb.model
-    # The edges come from the one graph collection and evaluation use (policyrun.derive): a
+    # The edges come from the one graph collection and evaluation use (policyrun.derivegraph): a
     # probe's parameters wait for the facts they read or ask about with failed(), directly or
     # through derived values.
     deps = graph_of(model)

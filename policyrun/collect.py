@@ -33,6 +33,7 @@ from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoStat
 from policyrun.model import ProbeSpec, Rulebook
 from policyrun.probes import registry
 from policyrun.probes.base import SIDE_EFFECTS, Probe, ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.pysession import Interpreters
 
 MAX_WORKERS = 8  # probes mostly wait on subprocesses and files; more threads than cores is fine
 
@@ -367,6 +368,8 @@ class _Collection:
         self.facts: dict[str, Fact] = {}
         self.values: dict[str, Any] = {}
         self.validators: dict[str, Any] = {}
+        # python.stack and python.modules of one interpreter ask one child (one `import torch`).
+        self.interpreters = Interpreters()
 
     def run(self, the_plan: Plan) -> dict[str, Fact]:
         waiting = {pid: set(d) for pid, d in the_plan.deps.items()}
@@ -437,6 +440,7 @@ class _Collection:
                             finish(pid)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            self.interpreters.close()
             self.progress.end()
         return self.facts
 
@@ -654,7 +658,7 @@ class _Collection:
     def execute(self, pid: str, spec: ProbeSpec, job: _Job) -> Fact:
         """Run one probe (on a pool thread) and always return a fact."""
         started, t0 = utc_now(), time.perf_counter()
-        ctx = ProbeContext(base_dir=self.base_dir, timeout_s=spec.timeout_s)
+        ctx = ProbeContext(base_dir=self.base_dir, timeout_s=spec.timeout_s, interpreters=self.interpreters)
         result: ProbeResult | None = None
         commands: list[str] = []
         try:

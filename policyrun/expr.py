@@ -175,19 +175,25 @@ def compile_expr(source: str) -> Compiled:
         # failed('x'), so the argument is never evaluated and is not a read of facts.x.
         program = _env().compile(rewritten)
         tree = parse_serialized(program.serialize())
-    reads = [r for r in variable_reads(tree, _ROOTS)]
+    reads = variable_reads(tree, _ROOTS)
     parts = tuple(dict.fromkeys(r.parts for r in reads))
     paths = tuple(".".join(p) for p in parts)
-    return Compiled(source, program, program.return_type().name(), serialized, paths, parts,
-                    roots=frozenset(p[0] for p in parts),
-                    facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
-                    derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
-                    reads_all_facts=any(r.parts == ("facts",) for r in reads),
-                    fact_status=frozenset(status), element_status=frozenset(elements),
-                    strict_facts=frozenset(r.parts[1] for r in reads if len(r.parts) == 2 and r.parts[0] == "facts"
-                                           and r.test_only),
-                    strict_elements=frozenset((r.parts[1], r.parts[2]) for r in reads if len(r.parts) == 3
-                                              and r.parts[0] == "facts" and r.test_only))
+    compiled = Compiled(source, program, program.return_type().name(), serialized, paths, parts,
+                        roots=frozenset(p[0] for p in parts),
+                        facts=frozenset(p[1] for p in parts if p[0] == "facts" and len(p) > 1),
+                        derived=frozenset(p[1] for p in parts if p[0] == "derived" and len(p) > 1),
+                        reads_all_facts=any(r.parts == ("facts",) for r in reads),
+                        fact_status=frozenset(status), element_status=frozenset(elements),
+                        strict_facts=frozenset(r.parts[1] for r in reads if len(r.parts) == 2 and r.parts[0] == "facts"
+                                               and r.test_only),
+                        strict_elements=frozenset((r.parts[1], r.parts[2]) for r in reads if len(r.parts) == 3
+                                                  and r.parts[0] == "facts" and r.test_only))
+    if rewritten == source:
+        # `ast` is the tree of `serialized`, just decoded: keep it rather than decode it again
+        # (lint's type and position checks read it for every expression).
+        compiled.__dict__["ast"] = tree
+        compiled.__dict__["path_reads"] = reads
+    return compiled
 
 
 # Compiled expressions stored on disk (policyrun.compilecache), by source text: compile_expr loads
@@ -250,7 +256,7 @@ def _fact_status_sugar(source: str, tree: CheckedAst) -> tuple[str, set[str], se
         if node.kind != "call" or node.name not in _STATUS_FUNCTIONS or node.target is not None \
                 or len(node.args) != 1:
             continue
-        reads = variable_reads(CheckedAst(node.args[0], tree.positions, tree.line_offsets, {}), frozenset({"facts"}))
+        reads = variable_reads(CheckedAst(node.args[0], tree.positions, tree.line_offsets), frozenset({"facts"}))
         if len(reads) != 1 or len(reads[0].parts) not in (2, 3) or reads[0].node_id != node.args[0].id:
             continue
         start = tree.offset(reads[0].root_id)

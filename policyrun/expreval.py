@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,9 +310,16 @@ def _too_deep(value: Any, text: str) -> bool:
     return limits.depth_exceeds(value, limits.FACTS_DEPTH)
 
 
+# Set by `evaluate --out` (policyrun.tracevalues.keeping_values): told each value the trace
+# summarises, with the text its checksum is taken over, so the whole value is kept beside the trace.
+on_summary: Callable[[str, str, str], None] | None = None
+
+
 def _summary(type_name: str, length: int, text: str) -> Rec:
-    return {"truncated": True, "type": type_name, "length": length,
-            "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if on_summary is not None:
+        on_summary(digest, type_name, text)
+    return {"truncated": True, "type": type_name, "length": length, "sha256": digest}
 
 
 def record_check(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,

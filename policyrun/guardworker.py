@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from policyrun import expr
+from policyrun import expr, expreval
 from policyrun.errors import PolicyrunError
 from policyrun.guard import (MAX_RESTARTS, _HEADER, _KEY_BYTES, _ChildGuard, _current, _limit_memory,
                              evaluation_memory, expression_limit, guarded_available)
@@ -66,6 +66,9 @@ class _Worker:
         self.shared = shared  # id → object, held so the ids stay valid while the child lives
         self.memory = memory
         self.owner = os.getpid()
+        # What the evaluation reports each summarised value to (evaluate --out keeps them beside
+        # the trace): the child has the hook it was forked with, so another hook needs another child.
+        self.on_summary = expreval.on_summary
         self.requests = 0
         self.mem = mmap.mmap(-1, _HEADER.size + 4 + _KEY_BYTES)
         req_r, self.req_w = os.pipe()
@@ -212,7 +215,8 @@ atexit.register(_at_exit)
 
 def _worker_for(shared: Sequence[Any], memory: int) -> _Worker:
     global _worker
-    if _worker is not None and (_worker.owner != os.getpid() or not _worker.holds(shared, memory)):
+    if _worker is not None and (_worker.owner != os.getpid() or not _worker.holds(shared, memory)
+                                or _worker.on_summary is not expreval.on_summary):
         _stop_worker()
     if _dying:
         _reap()

@@ -7,14 +7,16 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyrun import limits, masking
 from policyrun.errors import Location, RulebookError, UsageError
-from policyrun.facts import FactsSnapshot
 from policyrun.jsonfile import parse_json
 from policyrun.model import InputSpec, Rulebook
 from policyrun.yamlsource import load_yaml_file
+
+if TYPE_CHECKING:  # lint binds input defaults without loading the facts model
+    from policyrun.facts import FactsSnapshot
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -63,7 +65,7 @@ def mask_snapshot(facts: FactsSnapshot, rulebook: Rulebook, inputs: Mapping[str,
     texts = secret_texts(secret_inputs(rulebook, inputs))
     if not texts:
         return facts
-    return FactsSnapshot.model_validate(masking.redact_tree(facts.model_dump(mode="json"), texts, exact=texts))
+    return type(facts).model_validate(masking.redact_tree(facts.model_dump(mode="json"), texts, exact=texts))
 
 
 def mask_trace_record(record: dict[str, Any], rulebook: Rulebook, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -129,4 +129,7 @@ DERIVED_BYTES = 64 * MIB  # their values' size, counted as JSON text, all of the
 # What one value or message may put into a trace; larger values are summarised (type, length and
 # sha256), so every trace `evaluate` writes stays within what `report`, `explain` and `verify` read.
 TRACE_VALUE_BYTES = 16_384
+# Of the values a trace summarises, `evaluate --out` keeps this much in full beside it (values/, in
+# sum per evaluation; what does not fit is listed as omitted in values/index.json).
+TRACE_VALUES_BYTES = 256 * MIB
 MESSAGE_VALUE_CHARS = 64 * 1024  # characters one interpolated value may add to a message

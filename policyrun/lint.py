@@ -106,10 +106,10 @@ def _type_findings(rb: LoadedRulebook) -> list[Finding]:
 
 def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.expr import has_template
-    from policyrun.probes.registry import registry
+    from policyrun.probes.declared import declarations
 
     sink = FindingSink()
-    kinds = registry()
+    kinds = declarations() if rb.model.probes else {}
     validators: dict[str, Any] = {}
     for pid, spec in rb.model.probes.items():
         path = ("probes", pid)

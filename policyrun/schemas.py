@@ -77,5 +77,14 @@ def write_all(folder: str = "schemas") -> None:
         (out / f"{which}.schema.json").write_text(schema_text(which), encoding="utf-8")
 
 
+def write_declarations() -> None:
+    """policyrun/probes/declarations.json: the built-in probe kinds' schemas, which lint reads
+    instead of importing every probe (policyrun.probes.declared)."""
+    from policyrun.probes.declared import TABLE, table_text
+
+    TABLE.write_text(table_text(), encoding="utf-8")
+
+
 if __name__ == "__main__":
     write_all()
+    write_declarations()

@@ -121,9 +121,9 @@ class SchemaView:
 
 def fact_schemas(model: Any) -> dict[str, SchemaView]:
     """Probe id → the schema of its fact value (attestation documents get their declared schema)."""
-    from policyrun.probes.registry import registry
+    from policyrun.probes.declared import declarations
 
-    kinds = registry()
+    kinds = declarations() if model.probes else {}
     out: dict[str, SchemaView] = {}
     for pid, spec in model.probes.items():
         probe = kinds.get(spec.uses)

@@ -30,10 +30,10 @@ _SATISFIED, _FAILS, _UNKNOWN = "satisfied", "fails", "unknown"  # what an eviden
 
 def vacuous_findings(rb: LoadedRulebook) -> list[Finding]:
     from policyrun.expr import has_template
-    from policyrun.probes.registry import registry
+    from policyrun.probes.declared import declarations
 
     model = rb.model
-    kinds = registry()
+    kinds = declarations() if model.probes else {}
     empty: dict[str, Any] = {}
     for pid, spec in model.probes.items():
         value_of = getattr(kinds.get(spec.uses), "empty_value", None)

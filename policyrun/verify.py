@@ -445,9 +445,20 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     name = display_path(path)
     diffs = trace_differences(claimed, again.trace)
     pins = [f"PIN MISMATCH: {m}" for m in again.pin_mismatches]
+    from policyrun.tracevalues import problems as value_problems
+
+    # The values the trace summarises, kept beside it (values/): each file must match its checksum.
+    kept, kept_notes = value_problems(claimed, path)
+    notes = [*again.notes, *kept_notes]
+    if kept:
+        lines = [f"VALUE MISMATCH: {p}" for p in kept]
+        if diffs or pins:
+            lines += [d.line() for d in diffs] + pins
+        return Outcome(False, [*lines, f"NOT VERIFIED: {len(kept)} value file(s) beside {name} do not match the "
+                                       "checksums the trace records"], notes)
     if not diffs and not pins:
         return Outcome(True, [f"verified: {name} is what its rulebook gives over these facts", *_summary(again.trace),
-                              *_pins_held(request.pins)], again.notes)
+                              *_pins_held(request.pins)], notes)
     lines = [d.line() for d in diffs]
     if problems := inconsistencies(claimed):
         lines += ["the trace also contradicts itself:", *(f"  - {p}" for p in problems)]
@@ -460,7 +471,7 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     lines += pins
     if pins:
         lines.append(f"NOT VERIFIED: {len(pins)} pin(s) you gave do not match")
-    return Outcome(False, lines, again.notes)
+    return Outcome(False, lines, notes)
 
 
 def _pins_held(pins: Pins | None) -> list[str]:

@@ -132,3 +132,23 @@ def test_a_forked_copy_of_the_process_gets_its_own_child() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert guardworker._worker is parents and guardworker.run_shared(divmod, 5, 2) == (2, 1)
+
+
+def _summarise(text: str) -> str:
+    from policyrun import expreval
+
+    return str(expreval._summary("str", len(text), text)["sha256"])
+
+
+def test_values_kept_beside_a_trace_go_to_the_store_of_the_evaluation_that_summarised_them(tmp_path: Path) -> None:
+    # The evaluation child is forked with the parent's value hook (evaluate --out keeps summarised
+    # values); a later evaluation with another store must not reuse a child that writes into the first.
+    from policyrun.tracevalues import keeping_values
+
+    holder = object()  # the same shared objects both times: nothing else would replace the child
+    with keeping_values(tmp_path / "one"):
+        first = guardworker.run_shared(_summarise, "x" * 100, shared=[holder])
+    with keeping_values(tmp_path / "two"):
+        second = guardworker.run_shared(_summarise, "y" * 100, shared=[holder])
+    assert [p.name for p in (tmp_path / "one").iterdir()] == [f"{first}.txt"]
+    assert [p.name for p in (tmp_path / "two").iterdir()] == [f"{second}.txt"]

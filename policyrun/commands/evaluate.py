@@ -99,15 +99,23 @@ def run(args: argparse.Namespace) -> int:
 
         kept = mask_snapshot(facts, rb.model, inputs).to_json()
         facts = FactsSnapshot.model_validate_json(kept)
-    trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
-                     fail_on_warn=args.fail_on == "warn", waivers=waivers, baseline=baseline)
+    from policyrun.tracevalues import VALUES, index_text, keeping_values
+
+    # Values the trace summarises are kept whole in --out/values/, by checksum (policyrun.tracevalues).
+    with keeping_values(args.out / VALUES):
+        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
+                         fail_on_warn=args.fail_on == "warn", waivers=waivers, baseline=baseline)
+    index = index_text(trace, args.out / VALUES)
+    if index is not None:
+        (args.out / VALUES).mkdir(parents=True, exist_ok=True)  # it holds index.json even when nothing fit
 
     # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
     from policyrun.render import rulebook_context
 
     written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
                         context=rulebook_context(rb.model),
-                        extra={"facts.json": kept} if kept is not None else None)
+                        extra={**({"facts.json": kept} if kept is not None else {}),
+                               **({f"{VALUES}/index.json": index} if index is not None else {})})
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)

@@ -26,10 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from policyrun.errors import terminal_text
     from policyrun.render.explain import render_explain
-    from policyrun.trace import load_trace
     from policyrun.traceconsistency import banner_lines, inconsistencies
+    from policyrun.tracevalues import load_trace_values
 
-    trace = load_trace(args.trace, force=args.force)
+    trace = load_trace_values(args.trace, force=args.force)
     text = render_explain(trace, phase=args.phase, failures=args.failures)
     if args.force and (problems := inconsistencies(trace)):
         text = terminal_text("\n".join(banner_lines(problems))) + "\n\n" + text

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from policyrun.render import ATTESTATIONS, add_banner, render
     from policyrun.trace import load_trace
     from policyrun.traceconsistency import inconsistencies
+    from policyrun.tracevalues import expand
 
     trace = load_trace(args.trace, force=args.force)
     if args.against is not None and args.format not in ("md", "html"):
@@ -121,8 +122,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         own_template, own_context = _rulebook_report(trace, args.format)
         template = args.template or own_template
-        context = {**own_context, **load_context(args.context), **_against(args.against, trace, args.format)}
-        text = render(trace, args.format, template=template, context=context, options=options)
+        # Values the trace summarises are shown whole where they are kept beside it (values/); an
+        # attestation (above) states the trace exactly as written.
+        whole = expand(trace, args.trace)
+        context = {**own_context, **load_context(args.context), **_against(args.against, whole, args.format)}
+        text = render(whole, args.format, template=template, context=context, options=options)
     if args.force and (problems := inconsistencies(trace)):
         text = add_banner(text, args.format, problems)
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
@@ -167,8 +171,8 @@ def _against(approved: Path | None, trace: Any, fmt: str) -> dict[str, Any]:
         return {}
     from policyrun.errors import display_path
     from policyrun.render.diff import render_diff_text, review_diff
-    from policyrun.trace import load_trace
+    from policyrun.tracevalues import load_trace_values
 
-    diff = review_diff(load_trace(approved), trace)
+    diff = review_diff(load_trace_values(approved), trace)
     return {"against": {"path": display_path(approved), "changed": diff["changed"], "diff": diff,
                         "text": render_diff_text(diff)}}

@@ -20,3 +20,13 @@ from policyrun.functions.library import LIBRARY, Function, Overload, declaration
 
 __all__ = ["LIBRARY", "LIMIT_MARKER", "MAX_ITEMS", "MAX_STRING_BYTES", "UNKNOWN_MARKER", "Function",
            "FunctionError", "LimitError", "Overload", "declarations"]
+
+
+def import_runtime() -> None:
+    """Import what the library's functions import only when first called (`packaging`), so that
+    compiling a rulebook (lint) never pays for it. Evaluation calls this once, in the parent: each
+    guarded child is a fork and would otherwise import it again on every evaluation."""
+    import packaging.requirements
+    import packaging.specifiers
+    import packaging.utils
+    import packaging.version  # noqa: F401

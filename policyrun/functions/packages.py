@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+if TYPE_CHECKING:  # imported when a function runs: compiling a rulebook (lint) never pays for packaging
+    from packaging.requirements import Requirement
 
 from policyrun.functions.base import fail, show
 
 
 def normalize_name(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
     return str(canonicalize_name(name))
 
 
 @lru_cache(maxsize=1024)
 def _parse(text: str) -> Requirement | str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         return Requirement(text)
     except InvalidRequirement as exc:

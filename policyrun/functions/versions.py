@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # imported when a function runs: compiling a rulebook (lint) never pays for packaging
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 from policyrun.functions.base import fail, show
 
 
 @lru_cache(maxsize=1024)
 def _parse(text: str) -> Version | None:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(text)  # accepts a leading "v" and surrounding whitespace, as PEP 440 allows
     except InvalidVersion:
@@ -41,6 +44,8 @@ def version_release(text: str) -> str:
 
 @lru_cache(maxsize=256)
 def _specifiers(spec: str) -> SpecifierSet | None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         return SpecifierSet(spec)
     except InvalidSpecifier:

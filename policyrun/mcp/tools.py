@@ -185,9 +185,17 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
             notes = _check_snapshot(rb, chosen, bound, facts, allow=allow_stale_facts)
         else:
             facts = _collect(rb, chosen, bound, progress)
-        trace = run_evaluation(rb, mode=chosen, inputs=bound, facts=facts, timestamp=timestamp, notes=notes,
-                               fail_on_warn=fail_on_warn)
-        written = write_run(trace, names, Path(out_dir), rulebook_templates=templates)
+        from policyrun.tracevalues import VALUES, index_text, keeping_values
+
+        values = Path(out_dir) / VALUES  # summarised values kept whole, as `evaluate --out` keeps them
+        with keeping_values(values):
+            trace = run_evaluation(rb, mode=chosen, inputs=bound, facts=facts, timestamp=timestamp, notes=notes,
+                                   fail_on_warn=fail_on_warn)
+        index = index_text(trace, values)
+        if index is not None:
+            values.mkdir(parents=True, exist_ok=True)
+        written = write_run(trace, names, Path(out_dir), rulebook_templates=templates,
+                            extra={f"{VALUES}/index.json": index} if index is not None else None)
         used = FactsUsed(source="files" if facts_files else "collected", files=list(facts_files or []),
                          count=len(facts.facts), failed=_outcomes(facts, failed_only=True),
                          stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
@@ -232,12 +240,12 @@ def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only:
         from policyrun.errors import terminal_text
         from policyrun.render.explain import render_explain
         from policyrun.render.view import FAILING, is_decisive
-        from policyrun.trace import load_trace
         from policyrun.traceconsistency import banner_lines, inconsistencies
+        from policyrun.tracevalues import load_trace_values
 
         if roots:
             roots.check(trace, "trace")
-        loaded = load_trace(Path(trace), force=force)
+        loaded = load_trace_values(Path(trace), force=force)  # summarised values whole, from values/ beside it
         text = render_explain(loaded, phase=phase, failures=failures_only)  # T004 for an unknown phase
         problems = inconsistencies(loaded) if force else []
         if problems:

@@ -2,7 +2,8 @@
 
 Like `_stack_script.py`, this file is never imported by policyrun: its text runs with
 `<python> -I -B -c`, so it must work on Python 3.9+ with the standard library only. Arguments come
-as one JSON object in argv[1]: {"modules": [names], "budget_s": seconds}.
+as one JSON object in argv[1]: {"modules": [names], "budget_s": seconds}. In a child shared with
+`python.stack` (`_session_script.py`) the same work is `answer(args, reply)`.
 
 Each module is imported in the main thread (some modules install signal handlers on import, which
 only the main thread may do). A watchdog thread writes what is known when the budget runs out —
@@ -27,7 +28,7 @@ import platform  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from typing import Any, Dict, List, Optional, Tuple  # noqa: E402
+from typing import Any, Callable, Dict, List, Optional, Tuple  # noqa: E402
 
 _packages: Optional[Dict[str, List[str]]] = None
 
@@ -104,27 +105,24 @@ def _inspect(name: str) -> Dict[str, Any]:
             "error": None, "error_type": None}
 
 
-def main() -> None:
-    args = json.loads(sys.argv[1])
+def answer(args: Dict[str, Any], reply: Callable[[Dict[str, Any]], None]) -> None:
+    """Import each module and `reply` with the result once. When the budget runs out, the watchdog
+    replies with what is known and ends the process (a hanging import cannot be abandoned)."""
     names: List[str] = list(args["modules"])
     budget = float(args["budget_s"])
-    result_fd = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)  # anything a module prints goes to stderr
     results: Dict[str, Any] = {}
-    state: Dict[str, Optional[str]] = {"current": None}
+    state: Dict[str, Any] = {"current": None, "done": False}
     lock = threading.Lock()
 
-    def finish() -> None:  # called with `lock` held; never returns
-        out = {"python_version": platform.python_version(), "modules": results}
-        data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8")
-        while data:
-            data = data[os.write(result_fd, data):]
-        os._exit(0)
+    def result() -> Dict[str, Any]:
+        return {"python_version": platform.python_version(), "modules": results}
 
     def watchdog() -> None:
         time.sleep(budget)
         lock.acquire()
+        if state["done"]:  # answered in time; the process may be answering another request now
+            lock.release()
+            return
         current = state["current"]
         for name in names:
             if name in results:
@@ -133,7 +131,8 @@ def main() -> None:
                    else "TimeoutError: not attempted: the import of %r did not finish" % current)
             results[name] = {"importable": False, "version": None, "distribution": None, "location": None,
                              "error": why, "error_type": "TimeoutError"}
-        finish()
+        reply(result())
+        os._exit(0)
 
     threading.Thread(target=watchdog, daemon=True).start()
     for name in names:
@@ -142,8 +141,24 @@ def main() -> None:
         found = _inspect(name)
         with lock:
             results[name] = found
-    lock.acquire()
-    finish()
+    with lock:
+        state["done"] = True
+        reply(result())
+
+
+def main() -> None:
+    args = json.loads(sys.argv[1])
+    result_fd = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)  # anything a module prints goes to stderr
+
+    def reply(out: Dict[str, Any]) -> None:  # the one answer; never returns
+        data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(result_fd, data):]
+        os._exit(0)
+
+    answer(args, reply)
 
 
 if __name__ == "__main__":

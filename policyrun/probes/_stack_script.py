@@ -3,7 +3,8 @@
 This file is never imported by policyrun: `policyrun.probes.python_stack` reads its text and
 runs it with `<python> -c`, so it must work on Python 3.9+ with the standard library only and
 must not assume policyrun is installed there. Arguments come as one JSON object in argv[1]:
-{"init_cuda": bool}.
+{"init_cuda": bool}. In a child shared with `python.modules` (`_session_script.py`) the same
+work is `answer(args, reply)`.
 
 stdout is reserved for the result: file descriptor 1 is pointed at stderr while torch loads
 (native libraries print banners and warnings through fd 1) and restored for the final write.
@@ -189,11 +190,8 @@ def _vllm(out: dict[str, Any]) -> None:
     out["vllm"] = v
 
 
-def main() -> None:
-    args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    result_fd = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)  # anything printed while libraries load goes to stderr
+def stack(args: dict[str, Any]) -> dict[str, Any]:
+    """The stack as one JSON-ready object."""
     out: dict[str, Any] = {
         "python": {
             "version": platform.python_version(),
@@ -214,6 +212,20 @@ def main() -> None:
     }
     _torch(out, bool(args.get("init_cuda")))
     _vllm(out)
+    return out
+
+
+def answer(args: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
+    """One request of a child shared with other probes (`_session_script.py`)."""
+    reply(stack(args))
+
+
+def main() -> None:
+    args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    result_fd = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)  # anything printed while libraries load goes to stderr
+    out = stack(args)
     sys.stdout.flush()
     data = (json.dumps(out, sort_keys=True) + "\n").encode("utf-8")
     while data:

@@ -6,7 +6,8 @@ are listed in `policyrun.probes.registry`; third parties register kinds through 
 group `policyrun.probes` (the entry point loads to a probe object or a zero-argument factory).
 
 Probe modules must import heavy libraries (NVML, Jinja2) inside `run`, never at module top
-level: `policyrun lint` loads the registry to validate parameters and must stay fast.
+level: commands that list or run probes load the registry, and must stay fast. (`policyrun lint`
+reads the built-in kinds' schemas from `declarations.json` instead: policyrun.probes.declared.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from policyrun.probes.pysession import Interpreters
 
 # Side effects a probe may declare. A mode's `permissions` grants them by the same names; a
 # probe that needs an effect its mode does not grant is refused and the refusal is recorded.
@@ -44,6 +48,9 @@ class ProbeContext:
     base_dir: Path  # relative paths in parameters resolve against this (the working directory)
     timeout_s: float  # the probe's own budget; long-running probes pass it to subprocesses
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for subprocesses
+    # The collection's shared interpreter children (policyrun.probes.pysession.Interpreters): probes
+    # that inspect the same interpreter ask one child. None outside a collection: each runs its own.
+    interpreters: Interpreters | None = None
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(path).expanduser()

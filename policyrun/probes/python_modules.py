@@ -19,15 +19,15 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.bounded import ChildOutputTooLarge, ChildTimeout, child_env, run_child
-from policyrun.probes.python_stack import ISOLATED, MAX_RESULT_BYTES, _resolve_python, _tail
+from policyrun.probes.bounded import ChildOutputTooLarge, ChildTimeout, child_env
+from policyrun.probes.pysession import ISOLATED, run_script
+from policyrun.probes.python_stack import MAX_RESULT_BYTES, _resolve_python, _tail
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 3600.0
@@ -79,12 +79,36 @@ def modules_script() -> str:
     return resources.files("policyrun.probes").joinpath("_modules_script.py").read_text(encoding="utf-8")
 
 
+def _reusable(stdout: bytes) -> bool:
+    """Whether a shared child may answer another probe after this answer: when every module
+    imported or simply is not installed (no module of that name, or of a package above it: nothing
+    ran). An import that failed or timed out inside a module's own code leaves the interpreter in a
+    state a fresh one is not in."""
+    try:
+        modules = json.loads(stdout)["modules"]
+        for name, got in modules.items():
+            if got.get("importable") is True:
+                continue
+            parts = name.split(".")
+            absent = {f"ModuleNotFoundError: No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts) + 1)}
+            if got.get("error") not in absent:
+                return False
+        return True
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
 def _budgets(requested: float, probe_budget: float) -> tuple[float, float]:
     """(child deadline, the script's own import budget). The child finishes before collect abandons
     the probe, and the script's watchdog reports before the child is killed (interpreter start-up
     and metadata lookups take the difference)."""
     child = max(min(requested, probe_budget - min(1.0, probe_budget * 0.1)), 0.001)
-    return child, max(child - max(1.0, child * 0.1), child * 0.5)
+    return child, _script_budget(child)
+
+
+def _script_budget(child: float) -> float:
+    """The script's import budget for a child that has `child` seconds left."""
+    return max(child - max(1.0, child * 0.1), child * 0.5)
 
 
 class PythonModulesProbe:
@@ -104,23 +128,29 @@ class PythonModulesProbe:
         names = [str(m) for m in params["modules"]]
         gpu_visible = bool(params.get("gpu_visible", False))
         timeout, budget = _budgets(float(params.get("timeout_s", DEFAULT_TIMEOUT_S)), ctx.timeout_s)
-        args = json.dumps({"modules": names, "budget_s": round(budget, 3)})
-        commands = [f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_modules_script.py> "
-                    f"{shlex.quote(args)}"]
+        shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_modules_script.py> "
+                 f"{shlex.quote(json.dumps({'modules': names, 'budget_s': round(budget, 3)}))}")
         script_env = child_env(env, **({} if gpu_visible else {"CUDA_VISIBLE_DEVICES": ""}))
-        with tempfile.TemporaryDirectory(prefix="policyrun-modules-") as cwd:
-            try:
-                proc = run_child([exe, *ISOLATED, "-c", modules_script(), args], cwd=cwd, env=script_env,
-                                 timeout_s=timeout, max_stdout=MAX_RESULT_BYTES)
-            except ChildTimeout:
-                raise ProbeError("python.timeout", f"{exe} did not finish importing {', '.join(names)} within "
-                                 f"{timeout:g}s; raise the probe's timeout_s", commands=commands) from None
-            except ChildOutputTooLarge:
-                raise ProbeError("python.script_failed", f"{exe} printed more than {MAX_RESULT_BYTES} bytes on "
-                                 "stdout; it is not the script's output", commands=commands) from None
-            except OSError as exc:
-                raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
-                                 commands=commands) from None
+
+        def make_args(left: float) -> dict[str, Any]:
+            # In a shared child this request may have waited for another probe's: budget what is left.
+            return {"modules": names, "budget_s": round(_script_budget(left), 3)}
+
+        try:
+            # In a collection, the child is shared with python.stack of the same interpreter.
+            answer = run_script(ctx.interpreters, exe, script_env, "policyrun/probes/_modules_script.py",
+                                modules_script(), make_args, timeout_s=timeout, max_stdout=MAX_RESULT_BYTES,
+                                keep=_reusable)
+        except ChildTimeout:
+            raise ProbeError("python.timeout", f"{exe} did not finish importing {', '.join(names)} within "
+                             f"{timeout:g}s; raise the probe's timeout_s", commands=[shown]) from None
+        except ChildOutputTooLarge:
+            raise ProbeError("python.script_failed", f"{exe} printed more than {MAX_RESULT_BYTES} bytes on "
+                             "stdout; it is not the script's output", commands=[shown]) from None
+        except OSError as exc:
+            raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
+                             commands=[shown]) from None
+        proc, commands = answer.result, [answer.command]
         from policyrun import limits
         from policyrun.errors import PolicyrunError
         from policyrun.jsonfile import parse_json

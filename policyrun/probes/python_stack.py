@@ -34,10 +34,11 @@ from typing import Any
 from policyrun import masking
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import ChildOutputTooLarge, ChildResult, ChildTimeout, child_env, run_child
+from policyrun.probes.pysession import ISOLATED as ISOLATED  # python.record runs its child the same way
+from policyrun.probes.pysession import run_script
 
 DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
 _STDERR_TAIL = 2000
-ISOLATED = ("-I", "-B")  # isolated mode (implies -E, -s and, from 3.11, -P); no .pyc written anywhere
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # the script's JSON is a few kB; an interpreter printing more is killed
 
 _PARAMS_SCHEMA: dict[str, Any] = {
@@ -147,9 +148,7 @@ class PythonStackProbe:
         deadline = time.monotonic() + ctx.timeout_s
         # CUDA_VISIBLE_DEVICES="" without init_cuda: belt and braces, no GPU is reachable.
         script_env = child_env(env, **({} if init_cuda else {"CUDA_VISIBLE_DEVICES": ""}))
-        args = json.dumps({"init_cuda": init_cuda})
-        shown = f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_stack_script.py> {shlex.quote(args)}"
-        commands = [shown]
+        commands: list[str] = []
         with tempfile.TemporaryDirectory(prefix="policyrun-stack-") as cwd:
             # `pip check` needs nothing from the script: run it alongside, so the probe costs the
             # slower of the two (usually importing torch), not their sum.
@@ -157,18 +156,24 @@ class PythonStackProbe:
             pip_future = pip_pool.submit(_pip_check, exe, env, cwd, deadline) if pip_pool else None
             if pip_pool:
                 pip_pool.shutdown(wait=False)
+            shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_stack_script.py> "
+                     f"{shlex.quote(json.dumps({'init_cuda': init_cuda}))}")
             try:
-                proc = run_child([exe, *ISOLATED, "-c", stack_script(), args], cwd=cwd, env=script_env,
-                                 timeout_s=ctx.timeout_s, max_stdout=MAX_RESULT_BYTES)
+                # In a collection, the child is shared with python.modules of the same interpreter.
+                answer = run_script(ctx.interpreters, exe, script_env, "policyrun/probes/_stack_script.py",
+                                    stack_script(), lambda _left: {"init_cuda": init_cuda},
+                                    timeout_s=ctx.timeout_s, max_stdout=MAX_RESULT_BYTES, keep=_reusable)
             except ChildTimeout:
                 raise ProbeError("python.timeout", f"{exe} did not finish inspecting its stack within "
-                                 f"{ctx.timeout_s:g}s; raise the probe's timeout_s", commands=commands) from None
+                                 f"{ctx.timeout_s:g}s; raise the probe's timeout_s", commands=[shown]) from None
             except ChildOutputTooLarge:
                 raise ProbeError("python.script_failed", f"{exe} printed more than {MAX_RESULT_BYTES} bytes for "
-                                 "the stack script; it is not the script's output", commands=commands) from None
+                                 "the stack script; it is not the script's output", commands=[shown]) from None
             except OSError as exc:
                 raise ProbeError("python.not_found", f"cannot run {exe!r}: {exc.strerror or exc}",
-                                 commands=commands) from None
+                                 commands=[shown]) from None
+            proc = answer.result
+            commands.append(answer.command)
             value = _script_value(proc, exe, commands)
             value["interpreter"] = exe
             value["init_cuda"] = init_cuda
@@ -180,6 +185,15 @@ class PythonStackProbe:
         prefixes = tuple(params.get("env_prefixes") or DEFAULT_ENV_PREFIXES)
         value["env"] = masked_env(env, prefixes)
         return ProbeResult(value=value, commands=commands)
+
+
+def _reusable(stdout: bytes) -> bool:
+    """Whether a shared child may answer another probe after this answer: not after an import that
+    failed (a half-imported torch would change what the next probe sees)."""
+    try:
+        return not json.loads(stdout)["import_errors"]
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _script_value(proc: ChildResult, exe: str, commands: list[str]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from importlib.metadata import entry_points
 from policyrun.errors import UsageError
 from policyrun.probes.base import Probe
 
-# Each module exposes `PROBES: list[Probe]`. Modules import heavy libraries lazily, so loading
-# this list is cheap enough for `policyrun lint`.
+# Each module exposes `PROBES: list[Probe]`. Modules import heavy libraries lazily; lint does not
+# import them at all while policyrun/probes/declarations.json is current (policyrun.probes.declared).
 BUILTIN_MODULES = (
     "policyrun.probes.const",
     "policyrun.probes.git", "policyrun.probes.worktreediff",
@@ -36,9 +36,21 @@ ENTRY_POINT_GROUP = "policyrun.probes"
 @cache
 def registry() -> dict[str, Probe]:
     kinds: dict[str, Probe] = {}
-    for name in BUILTIN_MODULES:
-        for probe in importlib.import_module(name).PROBES:
-            kinds[probe.kind] = probe
+    for _module, probe in builtin_kinds():
+        kinds[probe.kind] = probe
+    for kind, probe in plugin_kinds():
+        kinds.setdefault(kind, probe)
+    return kinds
+
+
+def builtin_kinds() -> list[tuple[str, Probe]]:
+    """(module, probe) for every built-in kind, in registry order."""
+    return [(name, probe) for name in BUILTIN_MODULES for probe in importlib.import_module(name).PROBES]
+
+
+def plugin_kinds() -> list[tuple[str, Probe]]:
+    """(kind, probe) for every kind the `policyrun.probes` entry points provide."""
+    out: list[tuple[str, Probe]] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             obj = ep.load()
@@ -50,8 +62,8 @@ def registry() -> dict[str, Probe]:
             raise UsageError(f"probe plugin {ep.name!r} ({ep.value}) does not implement the probe "
                              "protocol (kind, summary, params_schema, fact_schema, side_effects, run)",
                              code="P001")
-        kinds.setdefault(probe.kind, probe)
-    return kinds
+        out.append((probe.kind, probe))
+    return out
 
 
 def get(kind: str) -> Probe | None:
