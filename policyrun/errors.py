@@ -46,8 +46,8 @@ def display_path(path: str | os.PathLike[str]) -> str:
 
 def terminal_text(text: str) -> str:
     """Text for a person's screen: control and bidi characters as visible escapes (see
-    policyrun.render.safetext), bytes of non-UTF-8 file names as `\\xff`."""
-    from policyrun.render.safetext import escape_controls
+    policyrun.safetext), bytes of non-UTF-8 file names as `\\xff`."""
+    from policyrun.safetext import escape_controls
 
     return escape_controls(display_path(text))
 

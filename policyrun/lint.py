@@ -152,7 +152,7 @@ def _template_findings(rb: LoadedRulebook) -> list[Finding]:
         return []
     # policyrun.render is cheap to import (renderers load Jinja2 lazily), so only a rulebook that
     # names templates pulls Jinja2 into lint. Paths are checked there (inside the rulebook's folder).
-    from policyrun.render import template_findings
+    from policyrun.render.templatefiles import template_findings
 
     return template_findings(rb)
 

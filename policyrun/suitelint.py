@@ -30,7 +30,7 @@ def lint_suite(path: Path) -> list[Finding]:
 
     from policyrun.locate import resolve_ref
     from policyrun.rulebook import load_rulebook, validation_findings
-    from policyrun.ruletest import Suite
+    from policyrun.testsuite import Suite
     from policyrun.yamlsource import load_yaml_file
 
     try:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policyrun.render.safetext import escape_controls, json_controls
+from policyrun.safetext import escape_controls, json_controls
 from policyrun.ruletest import CaseResult, Coverage
 
 

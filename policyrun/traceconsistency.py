@@ -24,9 +24,12 @@ that a verdict is genuine, evaluate again from the facts (`evaluate --facts`) an
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from policyrun.errors import Location, UsageError
-from policyrun.trace import Trace
+
+if TYPE_CHECKING:  # trace.load_trace calls this module: the model is only named here
+    from policyrun.trace import Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
 SEVERITY = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}

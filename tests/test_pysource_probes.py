@@ -894,7 +894,7 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     import io
     import pickle
 
-    from policyrun.probes.parsepool import serve
+    from policyrun.probes.parseworker import serve
 
     jobs = [(b"from .b import X\ndef f(a, b=1): pass\n", "up/a.py", "up.a", "up"),
             (b"def broken(:\n", "up/c.py", "up.c", "up")]

@@ -12,7 +12,8 @@ import yaml
 
 from policyrun.cli import main
 from policyrun.errors import UsageError
-from policyrun.render import FORMATS, render, rulebook_templates, split_formats, write_reports
+from policyrun.render import FORMATS, render, split_formats, write_reports
+from policyrun.render.templatefiles import rulebook_templates
 
 
 def test_json_report_is_the_trace() -> None:

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             facts = label_snapshot(facts, rb.model, label)
     text = mask_snapshot(facts, rb.model, inputs).to_json()
     if args.output == "-":
-        from policyrun.render.safetext import json_controls
+        from policyrun.safetext import json_controls
 
         sys.stdout.write(json_controls(text))  # the same JSON, inert on a terminal and in a CI log
     else:

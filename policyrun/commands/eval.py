@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     rulebook, mode, inputs = _context(args)
     result = evaluate_expression(args.expression, rulebook, mode, inputs, facts)
     from policyrun.inputs import mask_trace_record
-    from policyrun.render.safetext import json_controls
+    from policyrun.safetext import json_controls
 
     # A secret input's text is masked in what is printed, as in a trace; the expression saw it.
     result = mask_trace_record({**result, "inputs": {}}, rulebook, inputs)

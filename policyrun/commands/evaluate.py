@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     rb = load_checked(args.rulebook)
     mode = select_mode(rb.model, args.mode)
     inputs = resolve_inputs(rb.model, args.sets, args.inputs)
-    from policyrun.render import check_formats, rulebook_templates, write_run
+    from policyrun.render import check_formats, write_run
+    from policyrun.render.templatefiles import rulebook_templates
 
     templates = rulebook_templates(rb.model, rb.file_of(("report",))) if args.format else None
     formats = check_formats([args.format], templates)  # before any probe runs

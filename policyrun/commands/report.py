@@ -148,7 +148,8 @@ def _rulebook_report(trace: Any, fmt: str) -> tuple[Path | None, dict[str, Any]]
         return None, {}
     from policyrun.errors import PolicyrunError
     from policyrun.locate import shipped_dir
-    from policyrun.render import rulebook_context, rulebook_templates
+    from policyrun.render import rulebook_context
+    from policyrun.render.templatefiles import rulebook_templates
     from policyrun.rulebook import load_rulebook
 
     recorded = trace.rulebook.path

@@ -166,7 +166,8 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
         from policyrun.commands.evaluate import _check_snapshot  # the CLI's F005 replay check
         from policyrun.engine import evaluate as run_evaluation
         from policyrun.facts import load_facts, merge_facts
-        from policyrun.render import check_formats, rulebook_templates, write_run
+        from policyrun.render import check_formats, write_run
+        from policyrun.render.templatefiles import rulebook_templates
 
         t0 = time.perf_counter()
         if roots:
@@ -226,7 +227,7 @@ def _read(r: Any) -> ReadOut:
 
 
 def _check(c: Any) -> CheckOut:
-    from policyrun.render.view import check_probes
+    from policyrun.render.records import check_probes
 
     return CheckOut(id=c.id, kind=c.kind, result=c.result, outcome=c.outcome, expression=c.expression,
                     message=c.message, location=c.location, reads=[_read(r) for r in c.reads],

@@ -64,7 +64,7 @@ class SummaryHelper:
         # on its path. It gets this process's path instead, less the working directory (`''`), so
         # it imports what this process did from where it did; if that fails, the probe parses itself.
         path = [p for p in sys.path if p]
-        bootstrap = f"import sys; sys.path[:] = {path!r}; from policyrun.probes.parsepool import main; main()"
+        bootstrap = f"import sys; sys.path[:] = {path!r}; from policyrun.probes.parseworker import main; main()"
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", bootstrap], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
                                      start_new_session=True)
@@ -127,35 +127,3 @@ class SummaryHelper:
                     stream.close()
                 except OSError:
                     pass
-
-
-def summarize(data: bytes, path: str, module: str, package: str) -> Any:
-    """What the resolver needs of one module, without its syntax tree."""
-    import ast
-
-    from policyrun.probes.pyresolve import ModuleInfo, module_info
-    from policyrun.probes.pysource import ParseError, parse_source
-
-    parsed = parse_source(data, path, remember=False)  # each file once: a memo would only hold trees
-    if isinstance(parsed, ParseError):
-        return ModuleInfo(path, module, package, parsed)
-    assert isinstance(parsed, ast.Module)
-    return module_info(parsed, path, module, package)  # no source: the bytes stay on this side
-
-
-def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    jobs = pickle.load(stdin)
-    for i in range(len(jobs) - 1, -1, -1):
-        try:
-            summary: Any = summarize(*jobs[i])
-        except Exception as exc:  # noqa: BLE001 — reported for this file; the resolver parses it itself
-            summary = RuntimeError(f"{type(exc).__name__}: {exc}")
-        pickle.dump((i, summary), stdout, protocol=pickle.HIGHEST_PROTOCOL)
-        stdout.flush()
-
-
-def main() -> None:
-    try:
-        serve(sys.stdin.buffer, sys.stdout.buffer)
-    except (BrokenPipeError, EOFError, KeyboardInterrupt):  # the probe ended before the helper did
-        pass

@@ -22,7 +22,8 @@ from typing import Any
 
 from policyrun.errors import Location
 from policyrun.facts import Provenance
-from policyrun.render.view import is_decisive, probe_of
+from policyrun.render.records import probe_of
+from policyrun.render.view import is_decisive
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
 SRCROOT = "%SRCROOT%"

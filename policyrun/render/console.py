@@ -12,7 +12,7 @@ import sys
 from typing import TextIO
 
 from policyrun.headline import headline
-from policyrun.render.safetext import escape_ci_commands, escape_controls, json_controls
+from policyrun.safetext import escape_ci_commands, escape_controls, json_controls
 from policyrun.trace import PhaseRecord, Trace
 
 _STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from policyrun.render.safetext import escape_controls, json_controls
+from policyrun.safetext import escape_controls, json_controls
 from policyrun.render.view import format_read
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 

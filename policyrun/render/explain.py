@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from policyrun.errors import UsageError
 from policyrun.facts import Provenance
-from policyrun.render.safetext import escape_controls
-from policyrun.render.view import FAILING, RESULT_ICONS, check_probes, format_read, is_decisive, outside_mode
+from policyrun.safetext import escape_controls
+from policyrun.render.records import check_probes, outside_mode
+from policyrun.render.view import FAILING, RESULT_ICONS, format_read, is_decisive
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
 _VALUE_LIMIT = 200

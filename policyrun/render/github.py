@@ -16,7 +16,7 @@ from pathlib import Path
 from policyrun.errors import Finding
 from policyrun.lintcodes import describe
 from policyrun.render.codelocations import CodeLocation, Resolver, check_locations, failing_checks
-from policyrun.render.safetext import visible_controls
+from policyrun.safetext import visible_controls
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
 _LEVELS = {"FAIL": "error", "BLOCKED": "error", "STOPPED": "error", "WARN": "warning"}

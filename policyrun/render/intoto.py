@@ -167,7 +167,7 @@ def attestation(trace: Trace, fmt: str, opts: AttestationOptions = AttestationOp
 
 
 def statement_text(statement: dict[str, Any]) -> str:
-    from policyrun.render.safetext import json_controls
+    from policyrun.safetext import json_controls
 
     return json_controls(json.dumps(statement, indent=2, ensure_ascii=False) + "\n")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policyrun.render.safetext import json_controls
+from policyrun.safetext import json_controls
 from policyrun.trace import Trace
 
 

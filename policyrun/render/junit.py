@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from policyrun.render.safetext import escape_ci_commands
-from policyrun.render.view import FAILING, format_read, is_decisive, outside_mode, record_text
+from policyrun.safetext import escape_ci_commands
+from policyrun.render.records import outside_mode
+from policyrun.render.view import FAILING, format_read, is_decisive, record_text
 from policyrun.trace import PhaseRecord, Trace
 
 # Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI). DEL,

@@ -24,7 +24,7 @@ from policyrun.errors import Finding, Location
 from policyrun.lintcodes import describe, help_markdown
 from policyrun.render.codelocations import (SRCROOT, CodeLocation, Resolver, failing_checks, parse_location,
                                             phase_locations)
-from policyrun.render.safetext import json_controls
+from policyrun.safetext import json_controls
 from policyrun.render.view import format_read
 from policyrun.trace import PhaseRecord, Trace
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyrun.evidencekinds import evidence_of
-from policyrun.render.view import check_probes, outside_mode
+from policyrun.render.records import check_probes, outside_mode
 from policyrun.trace import PhaseRecord, Trace
 from policyrun.traceexceptions import TraceException
 

@@ -23,7 +23,7 @@ from jinja2 import BaseLoader, Environment, TemplateError, TemplateNotFound, Tem
 
 from policyrun import limits
 from policyrun.errors import Finding, Location, RulebookError
-from policyrun.render.safetext import escape_controls
+from policyrun.safetext import escape_controls
 from policyrun.render.sandbox import BoundedEnvironment, TemplateLimit, render_bounded
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "templates"

@@ -16,6 +16,7 @@ from typing import Any
 from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
 from policyrun.model import worst_status
+from policyrun.render.records import check_probes, probe_of
 from policyrun.trace import CheckRecord, PhaseRecord, Read, Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
@@ -47,11 +48,6 @@ def format_read(read: Read, limit: int | None = 160) -> str:
     return f"{read.path} = {format_value(read.value, limit)}"
 
 
-def probe_of(path: str) -> str | None:
-    """The probe id a read path names (`facts.<probe>...`), or None for inputs/vars/phases."""
-    parts = path.split(".")
-    return parts[1] if parts[0] == "facts" and len(parts) > 1 else None
-
 
 def family(kind: str) -> str:
     return kind.split(".", 1)[0]
@@ -70,27 +66,12 @@ def is_decisive(check: CheckRecord) -> bool:
     return check.result not in ("SATISFIED", "NOT_APPLICABLE")
 
 
-def outside_mode(phase: PhaseRecord, mode: str) -> bool:
-    """Whether the mode does not list the phase at all (SKIPPED "outside mode M", as the interpreter
-    words it). A phase the mode lists under a `when` that is false ("outside mode M: <when> is
-    false") is part of the mode, skipped by this run's inputs."""
-    return phase.status == "SKIPPED" and phase.reason in ("outside mode", f"outside mode {mode}")
-
 
 def did_not_fire(check: CheckRecord) -> bool:
     """A stop condition whose `when` was false (recorded UNSATISFIED): nothing happened, so a
     report must not show it as a failure beside the check that decided the phase."""
     return check.kind == "stop_when" and check.result == "UNSATISFIED" and check.outcome is None
 
-
-def check_probes(check: CheckRecord) -> list[str]:
-    """Probe ids backing a check: its declared facts, then any probe its reads name."""
-    probes = list(check.facts)
-    for read in check.reads:
-        probe = probe_of(read.path)
-        if probe and probe not in probes:
-            probes.append(probe)
-    return probes
 
 
 def provenance_view(prov: Provenance) -> dict[str, Any]:

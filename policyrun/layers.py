@@ -1,0 +1,52 @@
+"""The package's layers, lowest first: a module imports only from its own layer or those below it.
+
+Declared here, once, and checked by tests/test_import_graph.py (no cycles, no import from a lower
+layer into a higher one; a module no layer claims fails the test, so a new module is placed on
+purpose). docs/architecture.md describes what each layer is for. Imports under
+`if TYPE_CHECKING:` do not count: they name types and run nothing.
+
+Patterns are module names; `x.*` claims every module under the package `x`. The first layer
+whose pattern matches claims the module.
+"""
+
+from __future__ import annotations
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Plain data and text, errors, bounds: what every stage shares.
+    ("foundation", ("policyrun", "policyrun.errors", "policyrun.lintcodes", "policyrun.limits",
+                    "policyrun.jsonfile", "policyrun.yamlsource", "policyrun.model", "policyrun.globs",
+                    "policyrun.masking", "policyrun.gcpause", "policyrun.didyoumean", "policyrun.safetext",
+                    "policyrun.outfiles", "policyrun.layers")),
+    # Probes (facts about repositories, hosts and GPUs) and the snapshot they fill.
+    ("facts", ("policyrun.facts", "policyrun.evidencekinds", "policyrun.hosts", "policyrun.probes",
+               "policyrun.probes.*")),
+    # The rulebook language and the files written in it: load, overlay, CEL and its functions and
+    # the guard its expressions run under, report templates, inputs, waivers and test files, static
+    # checks, lint (which runs expressions and compiles templates, so both sit here rather than
+    # with evaluation and the renderers).
+    ("language", ("policyrun.rulebook", "policyrun.rulebooktext", "policyrun.overlay", "policyrun.locate",
+                  "policyrun.celast", "policyrun.celsyntax", "policyrun.expr", "policyrun.compilecache",
+                  "policyrun.guard", "policyrun.render.templatefiles", "policyrun.render.templating",
+                  "policyrun.render.sandbox",
+                  "policyrun.functions", "policyrun.functions.*", "policyrun.derivegraph", "policyrun.inputs",
+                  "policyrun.checks", "policyrun.typecheck", "policyrun.vacuous", "policyrun.commandlint",
+                  "policyrun.waivers", "policyrun.testsuite", "policyrun.suitelint", "policyrun.lint",
+                  "policyrun.lintcache")),
+    # The trace every consumer reads, what is said about one, and the envelopes that sign it.
+    ("trace", ("policyrun.trace", "policyrun.traceconsistency", "policyrun.traceexceptions",
+               "policyrun.headline", "policyrun.dsse")),
+    # Evaluation: derived values, the interpreter in its guarded worker, baselines, the
+    # values a trace summarises kept whole, the engine's glue.
+    ("evaluate", ("policyrun.expreval", "policyrun.guardworker", "policyrun.derive", "policyrun.interpreter",
+                  "policyrun.baseline", "policyrun.tracevalues", "policyrun.engine")),
+    # Collection: probes planned as a graph whose parameters may read derived values.
+    ("collect", ("policyrun.collect", "policyrun.cluster")),
+    # Reports, from the trace only.
+    ("render", ("policyrun.render", "policyrun.render.*")),
+    # Re-evaluating a claim and signing statements about it; running a rulebook's own tests.
+    ("audit", ("policyrun.verify", "policyrun.ruletest", "policyrun.casefilter",
+               "policyrun.testreport")),
+    # What users and agents call: the CLI, its commands, the MCP server, generated schemas.
+    ("interfaces", ("policyrun.__main__", "policyrun.cli", "policyrun.commands", "policyrun.commands.*",
+                    "policyrun.mcp", "policyrun.mcp.*", "policyrun.schemas")),
+)
