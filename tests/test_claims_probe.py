@@ -152,6 +152,12 @@ RANGES = [
     ("Supported: vLLM between v0.24.0 and v0.27.0.", "<=0.27.0,>=0.24.0"),
     ("Supports vLLM up to 0.27.0.", "<=0.27.0"),
     ("Supports vLLM 0.24.0 or earlier.", "<=0.24.0"),
+    # A clause whose version the scan does not take (`0.15` is no x.y.z) belongs to the same set
+    # (the dllm-plugin README): dropping `<0.15` made the claim admit every later release.
+    ("The optional extra pins **`vllm>=0.14.0,<0.15`** (API-churn guard).", "<0.15,>=0.14.0"),
+    ("Install `vllm<0.15, !=0.14.1,>=0.14.0` only.", "!=0.14.1,<0.15,>=0.14.0"),
+    ("Install `vllm<0.15,>=0.14.0` only.", "<0.15,>=0.14.0"),
+    ("Install `vllm>=0.14.0,!=0.15.*` only.", "!=0.15.*,>=0.14.0"),
 ]
 EXACT = ["Targets vLLM 0.26.0.", "Built on vLLM 0.26.0+cu128 wheels.", "Upgrade from vLLM 0.26.0 to 0.27.0.",
          "Pin `vllm==0.26.0`.", "Validated on v0.26.0, 12 tests and 3+ GPUs."]

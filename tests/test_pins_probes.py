@@ -235,6 +235,65 @@ def test_computed_setup_py_requirements_are_unreadable_at_their_line(tmp_path: P
         {"file": "setup.py", "line": 1, "reason": "not valid Python (SyntaxError)"}]
 
 
+# The pattern of vllm-project/vllm-neuron's setup.py: install_requires computed from a requirements
+# file that the probe reads itself, so its pins are found there, with their lines.
+READS_REQUIREMENTS = """from pathlib import Path
+from setuptools import setup
+
+
+def read_requirements():
+    \"\"\"Read requirements from core.txt file.\"\"\"
+    req_file = Path(__file__).parent / "requirements" / "core.txt"
+    if req_file.exists():
+        with open(req_file) as f:
+            return [line.strip() for line in f if line.strip() and not line.strip().startswith('#')]
+    return []
+
+
+setup(name="p", install_requires=read_requirements())
+"""
+
+
+@pytest.mark.parametrize("setup_py", [
+    READS_REQUIREMENTS,
+    READS_REQUIREMENTS.replace('Path(__file__).parent / "requirements" / "core.txt"',
+                               'os.path.join(os.path.dirname(__file__), "requirements/core.txt")'),
+    'from setuptools import setup\nsetup(install_requires=open("requirements/core.txt").read().splitlines())\n',
+])
+def test_setup_py_reading_a_requirements_file_is_that_file(tmp_path: Path, setup_py: str) -> None:
+    repo = init_repo(tmp_path / "r")
+    repo.write("setup.py", setup_py)
+    repo.write("requirements/core.txt", "# core\nnumpy<2\n\nvllm==0.11.0\n")
+    repo.commit("computed install_requires")
+    for v in (pins(repo.path, package="vllm"), pins(repo.path, package="vllm", rev="HEAD")):
+        assert v["unreadable"] == []
+        assert [(s["file"], s["line"], s["exact"]) for s in v["sources"]] == [("requirements/core.txt", 4, "0.11.0")]
+
+
+@pytest.mark.parametrize(("setup_py", "files"), [
+    # the file it names is not one the probe reads (here: not there at all)
+    (READS_REQUIREMENTS.replace('"core.txt"', '"other.txt"'), {}),
+    # a path computed at run time
+    (READS_REQUIREMENTS.replace('"requirements" / "core.txt"', 'os.environ["REQS"]'), {}),
+    # the code adds or filters the package itself: the file alone does not say what setup() gets
+    (READS_REQUIREMENTS.replace("return []", 'return ["vllm==0.12.0"]'), {}),
+    (READS_REQUIREMENTS.replace("startswith('#')", "startswith(('#', 'vllm'))"), {}),
+    # two requirements files: which one install_requires gets is not a literal fact
+    (READS_REQUIREMENTS.replace('return []', 'return open("requirements/extra.txt").read().split()'),
+     {"requirements/extra.txt": "vllm>=0.11\n"}),
+])
+def test_setup_py_computing_requirements_otherwise_stays_unreadable(tmp_path: Path, setup_py: str,
+                                                                    files: dict[str, str]) -> None:
+    (tmp_path / "setup.py").write_text(setup_py)
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "core.txt").write_text("vllm==0.11.0\n")
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text)
+    v = pins(tmp_path, package="vllm")
+    assert [u["reason"].split(";")[0] for u in v["unreadable"]] == [
+        "install_requires is computed, not a literal list of strings"]
+
+
 def test_a_setup_py_without_requirements_adds_no_source(tmp_path: Path) -> None:
     # The afd-plugin's setup.py builds extensions only: read, and nothing found.
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(ext_modules=[], cmdclass={})\n")

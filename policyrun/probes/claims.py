@@ -90,6 +90,11 @@ _THROUGH = re.compile(r"(?i)^" + _DECOR + r"\s*(?:-|–|—|\.\.\.?|through|thru
 _BETWEEN = re.compile(r"(?i)\bbetween\s+" + _WORDS + _TAIL)
 _AND = re.compile(r"(?i)^" + _DECOR + r"\s*and\s*" + _TAIL)
 _CHAIN = re.compile(r"^" + _DECOR + r",\s*(?:[<>!~]?=|[<>])" + _TAIL)  # vllm>=0.24,<0.27
+# Clauses of the same specifier set whose version the scan does not take as one (`vllm>=0.14.0,<0.15`:
+# `0.15` is no x.y.z): read with the version's own, never dropped (dropping `<0.15` widens the claim).
+_CLAUSE = r"(?:===?|[<>!~]?=|[<>])\s*\d+(?:\.\d+)*(?:\.\*)?"
+_TRAILING = re.compile(r"^((?:\s*,\s*" + _CLAUSE + r"(?![\w.]))+)")
+_LEADING = re.compile(r"((?:" + _CLAUSE + r"\s*,\s*)+)(?:[<>!~]?=|[<>])" + _TAIL)
 
 _S = {"type": "string"}
 _NS = {"type": ["string", "null"]}
@@ -451,6 +456,10 @@ def _bounds(text: str, s: _Sentence) -> dict[tuple[int, int, str], str]:
         op = next((o for rx, o in _BEFORE if rx.search(before[i])), None) or \
             next((o for rx, o in _AFTER if rx.search(after[i])), None)
         clauses.append([f"{op}{v[2]}"] if op else [])
+        if op and (m := _TRAILING.match(after[i])):
+            clauses[i] += [c.strip().replace(" ", "") for c in m.group(1).split(",") if c.strip()]
+        if op and (m := _LEADING.search(before[i])):
+            clauses[i] += [c.strip().replace(" ", "") for c in m.group(1).split(",") if c.strip()]
     group = list(range(len(vs)))  # versions sharing one specifier share a group number
     for i in range(len(vs) - 1):
         span = after[i]

@@ -16,6 +16,7 @@ import fnmatch
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -255,10 +256,12 @@ def _lock_requirements(package: Any, want: str, rel: str, text: str) -> Iterator
                       raw=finder.lines[line - 1].strip() if line else None)
 
 
-def setup_py_pins(text: str, rel: str, want: str) -> Iterator[Pin | Unreadable]:
+def setup_py_pins(text: str, rel: str, want: str, present: frozenset[str] = frozenset()) -> Iterator[Pin | Unreadable]:
     """`install_requires` and `extras_require` of every `setup(...)` call, read with `ast`: a list,
     tuple or string literal (a dict literal of them for extras). A computed value is recorded as
-    unreadable at its line, never evaluated: setup.py is code, and policyrun does not run it."""
+    unreadable at its line, never evaluated: setup.py is code, and policyrun does not run it. The
+    one computed value that is not unreadable is a requirements file read back (see
+    `_reads_requirements_file`): `present`, the files this probe reads, already holds its lines."""
     try:
         tree = ast.parse(text, filename=rel)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
@@ -271,7 +274,8 @@ def setup_py_pins(text: str, rel: str, want: str) -> Iterator[Pin | Unreadable]:
             if kw.arg is None:
                 yield Unreadable(rel, kw.value.lineno, "setup(**...) passes keywords policyrun cannot read")
             elif kw.arg == "install_requires":
-                yield from _setup_requirements(kw.value, "setup.install_requires", want, rel)
+                if _reads_requirements_file(kw.value, tree, rel, want, present) is None:
+                    yield from _setup_requirements(kw.value, "setup.install_requires", want, rel)
             elif kw.arg == "extras_require":
                 if not isinstance(kw.value, ast.Dict):
                     yield Unreadable(rel, kw.value.lineno, "extras_require is computed, not a dict literal")
@@ -281,6 +285,42 @@ def setup_py_pins(text: str, rel: str, want: str) -> Iterator[Pin | Unreadable]:
                         yield Unreadable(rel, value.lineno, "an extras_require key is computed, not a string")
                         continue
                     yield from _setup_requirements(value, f"setup.extras_require.{key.value}", want, rel)
+
+
+def _reads_requirements_file(node: ast.expr, tree: ast.Module, rel: str, want: str,
+                             present: frozenset[str]) -> str | None:
+    """The requirements file a computed `install_requires` reads, when that is all it can be: the
+    common `install_requires=read_requirements()` whose function (defined in setup.py) or call
+    names, with string literals only, a path to a `*.txt`/`*.in` file this probe reads itself.
+    Its constraints are then that file's, found there with their lines. Fail-closed: None (so the
+    value stays unreadable) when the path is not spelled by literals, names no file read here,
+    or the code also states a requirement on `want` itself (which a file read would not show)."""
+    scopes: list[ast.AST] = [node]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        scopes += [d for d in tree.body if isinstance(d, ast.FunctionDef) and d.name == node.func.id]
+    literals = [n.value for scope in scopes  # in source order: `a / "dir" / "f.txt"` nests the last part outermost
+                for n in sorted((n for n in ast.walk(scope) if isinstance(n, ast.Constant)),
+                                key=lambda n: (n.lineno, n.col_offset))
+                if isinstance(n.value, str)]
+    # A literal naming the package itself (`"vllm==" + v`, a filter on "vllm") may change what the file says.
+    if any((m := _REQUIREMENT.match(s.split("#", 1)[0].strip())) is not None and normalize(m.group("name")) == want
+           for s in literals):
+        return None
+    base = PurePosixPath(rel).parent
+    named: set[str] = set()
+    for end, leaf in enumerate(literals):
+        if not leaf.endswith((".txt", ".in")):
+            continue
+        # `Path(__file__).parent / "requirements" / "core.txt"`, `os.path.join("requirements", "core.txt")`,
+        # `"requirements/core.txt"`: the literals just before the file name are its directories.
+        for start in range(end, -1, -1):
+            parts = [p.strip("/") for p in literals[start:end + 1]]
+            if not all(parts) or any(p in ("..", "") or any(c in p for c in " #\n") for p in parts):
+                break
+            candidate = (base / "/".join(parts)).as_posix()
+            if candidate in present:
+                named.add(candidate)
+    return named.pop() if len(named) == 1 else None
 
 
 def _called_name(func: ast.expr) -> str | None:
@@ -305,11 +345,11 @@ def _setup_requirements(node: ast.expr, section: str, want: str, rel: str) -> It
             yield Pin(rel, line, m.group("spec").strip(), section, raw=item)
 
 
-def _reader(name: str) -> Any:
+def _reader(name: str, present: frozenset[str] = frozenset()) -> Any:
     if name == "pyproject.toml":
         return pyproject_pins
     if name == "setup.py":
-        return setup_py_pins
+        return partial(setup_py_pins, present=frozenset(p for p in present if p.endswith((".txt", ".in"))))
     if name.endswith(".lock"):
         return lock_pins
     if name.endswith((".txt", ".in")):
@@ -388,8 +428,9 @@ class PackagePinsProbe:
                 raise ProbeError("file.unreadable", f"{path.relative_to(root).as_posix()} is a symbolic link leading "
                                                     f"outside {root}; policyrun does not follow links out of the root")
         pins: list[Pin | Unreadable] = []
+        present = frozenset(p.relative_to(root).as_posix() for p in files)
         for path in files:
-            reader = _reader(path.name)
+            reader = _reader(path.name, present)
             if reader is None:
                 raise ProbeError("params.invalid", f"{path.name}: not a pyproject.toml, setup.py, requirements "
                                                    "(*.txt, *.in) or lock file; narrow the files globs")
@@ -413,7 +454,7 @@ class PackagePinsProbe:
         with open_tree(params.get("root", "."), params["rev"], ctx) as tree:
             files = [rel for rel in tree.paths if any(glob_match(rel, g) for g in globs)]
             for rel in files:
-                reader = _reader(PurePosixPath(rel).name)
+                reader = _reader(PurePosixPath(rel).name, frozenset(files))
                 if reader is None:
                     raise ProbeError("params.invalid", f"{rel}: not a pyproject.toml, setup.py, requirements "
                                                        "(*.txt, *.in) or lock file; narrow the files globs")
