@@ -274,7 +274,7 @@ _TABLE = [
        "Template paths are relative to the rulebook file. Fix the path or add the template."),
     _c("R007", "error", "Report template policyrun will not read",
        "Templates must be regular files of bounded size inside the rulebook's folder. Move the template "
-       "beside the rulebook, or pass one with `policyrun report --template`."),
+       "beside the rulebook, or pass one with `policyrun report TRACE --template FILE`."),
     # --- run-time errors: exit 3, printed as `[file:line:col: ]CODE message` ---
     _r("A001", "Signing support is not installed",
        "Signing and checking signatures need the `cryptography` package: `pip install 'policyrun[sign]'`."),
