@@ -114,6 +114,9 @@ _TABLE = [
        "inside an evidence with a `violations:` list."),
     _c("X004", "error", "Empty or unterminated `${...}`",
        "An interpolation has no expression or no closing brace. Write `${ expr }`, or `$${` for a literal."),
+    _c("X005", "error", "Expression longer than 20,000 characters",
+       "An expression is bounded so that compiling it stays cheap. Move parts of the computation into `derive` "
+       "values (each named once and read by name) or into a probe.", docs="language.md#cost-bounds"),
     _c("L001", "error", "Reads an undeclared input",
        "Declare the input under `inputs:`, or fix the name.",
        docs="language.md#inputs"),

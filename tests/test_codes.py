@@ -197,3 +197,14 @@ def test_an_unknown_report_format_stays_r004_and_a_stray_option_is_r009(
     assert "R004 unknown report format pdf" in capsys.readouterr().err
     assert main(["report", str(trace), "--format", "junit", "--template", "t.md.j2"]) == 3
     assert "R009 " in capsys.readouterr().err
+
+
+def test_an_expression_over_the_length_bound_is_x005_not_a_syntax_error() -> None:
+    from policyrun.expr import MAX_EXPRESSION_CHARS, ExprError, compile_expr
+
+    with pytest.raises(ExprError) as err:
+        compile_expr("1 + " * (MAX_EXPRESSION_CHARS // 4) + "1 == 2")
+    assert err.value.code == "X005" and "the limit is 20000" in err.value.message
+    with pytest.raises(ExprError) as err:
+        compile_expr("1 +")
+    assert err.value.code == "X001"
