@@ -208,3 +208,17 @@ def test_an_expression_over_the_length_bound_is_x005_not_a_syntax_error() -> Non
     with pytest.raises(ExprError) as err:
         compile_expr("1 +")
     assert err.value.code == "X001"
+
+
+def test_an_overlay_without_a_name_is_o006_not_a_bad_extends(tmp_path: Path) -> None:
+    from policyrun.rulebook import load_rulebook
+
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("policyrun: 1\nextends: upgrade-gpu-version\n")
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert exc.value.code == "O006" and "an overlay needs its own `name`" in exc.value.message
+    overlay.write_text("policyrun: 1\nname: x\nextends: upgrade-gpu-verison\n")
+    with pytest.raises(RulebookError) as exc:
+        load_rulebook(overlay)
+    assert exc.value.code == "O001"
