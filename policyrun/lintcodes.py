@@ -99,6 +99,9 @@ _TABLE = [
        "A number has more characters than policyrun's bound (100). Quote it if it is an identifier, or "
        "fix what wrote it.",
        docs="security.md#bounds-on-what-policyrun-reads"),
+    _c("Y010", "error", "A `<<` merge key whose value is not a mapping",
+       "`<<` merges a mapping, or a list of mappings, into the mapping it sits in (`<<: *name`). Merge a "
+       "mapping, or write the keys out."),
     _c("S001", "error", "Schema error",
        "A required key is missing, a value has the wrong type or an unsupported value, or the format version "
        "is not supported. `policyrun schema rulebook` prints the schema; docs/language.md explains each key."),

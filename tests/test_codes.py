@@ -222,3 +222,14 @@ def test_an_overlay_without_a_name_is_o006_not_a_bad_extends(tmp_path: Path) -> 
     with pytest.raises(RulebookError) as exc:
         load_rulebook(overlay)
     assert exc.value.code == "O001"
+
+
+def test_a_merge_key_of_a_scalar_is_y010_not_a_tag() -> None:
+    from policyrun.yamlsource import load_yaml_text
+
+    with pytest.raises(PolicyrunError) as err:
+        load_yaml_text("x:\n  <<: 3\n  b: 1\n", "f.yaml")
+    assert err.value.code == "Y010" and "`<<` merges a mapping" in err.value.message
+    with pytest.raises(PolicyrunError) as err:
+        load_yaml_text("x: !custom 3\n", "f.yaml")
+    assert err.value.code == "Y003"
