@@ -287,7 +287,7 @@ _TABLE = [
     _r("A001", "Signing support is not installed",
        "Signing and checking signatures need the `cryptography` package: `pip install 'policyrun[sign]'`."),
     _r("A002", "A signing or verifying key cannot be used",
-       "The key cannot be read, is not PEM, is encrypted without `POLICYRUN_SIGN_PASSPHRASE` (or the other way "
+       "The key cannot be read, is not PEM, is encrypted without `POLICYRUN_SIGN_KEY_PASSPHRASE` (or the other way "
        "round), is not ed25519, is private where a public key is needed, or is missing for a DSSE envelope. "
        "Follow the message; `openssl genpkey -algorithm ed25519` makes a key."),
     _r("A003", "A verification summary cannot be made from this trace",
@@ -296,8 +296,9 @@ _TABLE = [
        docs="auditors.md#--format-vsa-a-slsa-verification-summary"),
     _r("C001", "`--only` names a probe that is not collected",
        "Name a probe of the rulebook that the mode collects; the message lists them."),
-    _r("C002", "`collect` was asked for a mode the rulebook does not define",
-       "Pass one of the modes the message lists."),
+    _r("C002", "Collection was asked for a mode the rulebook does not define",
+       "Pass one of the modes the message lists. (The command line refuses an unknown mode first, as U002; "
+       "C002 is what the collection API says to a program that calls it directly.)", docs="language.md#modes"),
     _r("E000", "An error that carries no code of its own",
        "Every error policyrun raises should carry a code; this one does not. The message says what to do; "
        "please report the missing code."),
@@ -361,8 +362,8 @@ _TABLE = [
        "Its statuses contradict its own checks (edited by hand?). Evaluate again; `report --force` renders it "
        "under a warning banner, but it is never attested.", docs="security.md#facts-and-traces-that-lie"),
     _r("T006", "Trace would be too large to read back",
-       "Nothing was written: report, explain and verify read traces of bounded size. Split the rulebook or "
-       "make its probes record less."),
+       "Nothing was written: report, explain and verify read traces of bounded size. Split the rulebook's "
+       "checks, or have them read fewer large values."),
     _r("U001", "Rulebook not found",
        "Pass a rulebook path (`./NAME` for a file in this folder) or a shipped rulebook name; `verify` needs the "
        "rulebook the trace names (`--rulebook FILE`).",

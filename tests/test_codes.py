@@ -15,7 +15,7 @@ import errors_doc
 import pytest
 
 from policyrun.cli import main
-from policyrun.errors import PolicyrunError, RulebookError, UsageError, EXIT_USAGE
+from policyrun.errors import EXIT_USAGE, PolicyrunError, RulebookError, UsageError
 from policyrun.lintcodes import CODES, FAMILIES, LINT_CODES, describe
 
 ROOT = Path(__file__).resolve().parent.parent
