@@ -30,7 +30,7 @@ def _digest(path: Path) -> str:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
-        raise UsageError(f"--baseline: cannot read {path}: {exc.strerror or exc}; {_FIX}", code="U003") from None
+        raise UsageError(f"--baseline: cannot read {path}: {exc.strerror or exc}; {_FIX}", code="U060") from None
 
 
 def _manifest(folder: Path) -> dict[str, str]:
@@ -38,13 +38,13 @@ def _manifest(folder: Path) -> dict[str, str]:
 
     path = folder / MANIFEST
     if not path.is_file():
-        raise UsageError(f"--baseline: {folder} has no {MANIFEST}; {_FIX}", code="U003")
+        raise UsageError(f"--baseline: {folder} has no {MANIFEST}; {_FIX}", code="U060")
     try:
         files = json.loads(path.read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError) as exc:
-        raise UsageError(f"--baseline: {path} is not a policyrun manifest ({exc}); {_FIX}", code="U003") from None
+        raise UsageError(f"--baseline: {path} is not a policyrun manifest ({exc}); {_FIX}", code="U060") from None
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-        raise UsageError(f"--baseline: {path} is not a policyrun manifest (no `files` map); {_FIX}", code="U003")
+        raise UsageError(f"--baseline: {path} is not a policyrun manifest (no `files` map); {_FIX}", code="U060")
     return files
 
 
@@ -53,7 +53,7 @@ def _checked(folder: Path, name: str, listed: dict[str, str]) -> str:
     if listed.get(name) != digest:
         raise UsageError(f"--baseline: {folder / name} has sha256 {digest}, but the folder's manifest lists "
                          f"{listed.get(name) or 'no such file'}; it changed after that evaluation wrote it. "
-                         "Evaluate the baseline again", code="U003")
+                         "Evaluate the baseline again", code="U060")
     return digest
 
 
@@ -64,7 +64,7 @@ def load_baseline(folder: Path) -> Baseline:
     from policyrun.trace import load_trace
 
     if not (folder / TRACE).is_file():
-        raise UsageError(f"--baseline: {folder} has no {TRACE}; {_FIX}", code="U003")
+        raise UsageError(f"--baseline: {folder} has no {TRACE}; {_FIX}", code="U060")
     listed = _manifest(folder)
     trace_sha = _checked(folder, TRACE, listed)
     trace = load_trace(folder / TRACE)
@@ -81,7 +81,7 @@ def load_baseline(folder: Path) -> Baseline:
         snapshot = load_facts(folder / FACTS)
         if snapshot.digest() != trace.facts_sha256:
             raise UsageError(f"--baseline: {folder / FACTS} is not the snapshot {folder / TRACE} was evaluated over "
-                             f"(facts sha256 {snapshot.digest()}, the trace says {trace.facts_sha256})", code="U003")
+                             f"(facts sha256 {snapshot.digest()}, the trace says {trace.facts_sha256})", code="U060")
         variable["facts"] = snapshot.values()
     record = {"path": str(folder / TRACE), "sha256": trace_sha, "facts_sha256": facts_sha,
               "verdict": trace.verdict.id, "mode": trace.mode}

@@ -156,7 +156,7 @@ def compile_expr(source: str) -> Compiled:
     if not source.strip():
         raise ExprError("X001", "empty expression")
     if len(source) > MAX_EXPRESSION_CHARS:
-        raise ExprError("X001", f"expression of {len(source)} characters; the limit is {MAX_EXPRESSION_CHARS} "
+        raise ExprError("X005", f"expression of {len(source)} characters; the limit is {MAX_EXPRESSION_CHARS} "
                                 "(move the computation into `derive` values or a probe)")
     offered = _offered.pop(source, None)
     if offered is not None:

@@ -209,7 +209,7 @@ def canonical_inputs(rulebook: Rulebook, given: Mapping[str, Any], *, what: str 
         name = names.get(key, key)
         if name in spelled and spelled[name] != key:
             raise UsageError(f"{what} {name!r} is given twice, as {spelled[name]!r} and {key!r}; give it once",
-                             code="U003")
+                             code="U006")
         spelled[name] = key
         out[name] = value
     return out
@@ -227,7 +227,7 @@ def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Pa
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise UsageError("an inputs file is a mapping of input name to value", code="U003",
+            raise UsageError("an inputs file is a mapping of input name to value", code="U006",
                              location=Location(str(inputs_file), 1, 1))
         given.update(canonical_inputs(rulebook, {k: (v, False) for k, v in data.items()}))
     given.update(canonical_inputs(rulebook, {k: (v, False) for k, v in (values or {}).items()}))
@@ -238,7 +238,7 @@ def resolve_inputs(rulebook: Rulebook, sets: Iterable[str] = (), inputs_file: Pa
         if name not in declared:
             hint = difflib.get_close_matches(name, list(input_aliases(rulebook)), n=1)
             extra = f"; did you mean {hint[0]!r}?" if hint else f"; inputs: {', '.join(declared) or 'none'}"
-            raise UsageError(f"unknown input {name!r}{extra}", code="U003")
+            raise UsageError(f"unknown input {name!r}{extra}", code="U006")
 
     bound: dict[str, Any] = {}
     missing: list[str] = []

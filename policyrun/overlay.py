@@ -126,7 +126,7 @@ def load_layered(path: Path, display: str, data: dict[str, Any], smap: SourceMap
                             "to this file", code="O001", location=where)
     if not isinstance(data.get("name"), str):
         raise RulebookError("an overlay needs its own `name` (the trace says which policy ran)",
-                            code="O001", location=smap.locate((), key=False))
+                            code="O006", location=smap.locate((), key=False))
     if len(seen) >= MAX_DEPTH:
         raise RulebookError(f"`extends` chains more than {MAX_DEPTH} rulebooks; flatten the chain", code="O002",
                             location=where)

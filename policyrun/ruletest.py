@@ -119,9 +119,9 @@ def discover(paths: list[str]) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise UsageError(f"{arg}: no such test file or folder", code="U008")
+            raise UsageError(f"{arg}: no such test file or folder", code="U009")
     if not out:
-        raise UsageError(f"no *.test.yaml files under {', '.join(paths)}", code="U008")
+        raise UsageError(f"no *.test.yaml files under {', '.join(paths)}", code="U009")
     return out
 
 

@@ -55,7 +55,7 @@ class Claim:
             # it would compare a different question, so fail closed rather than report a mismatch.
             raise UsageError(f"this trace was evaluated with --baseline {trace.baseline.path}; verify does not "
                              "re-evaluate against a baseline yet (evaluate it again with the same --facts and "
-                             "--baseline and compare the traces)", code="V004")
+                             "--baseline and compare the traces)", code="V008")
         return cls(trace.rulebook, trace.mode, dict(trace.inputs), trace.facts_sha256, trace.fail_on_warn,
                    bool(trace.stale_facts), waivers=waivers)
 
@@ -303,7 +303,7 @@ def _inputs_file(path: Path | None) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError("an inputs file is a mapping of input name to value", code="U003",
+        raise UsageError("an inputs file is a mapping of input name to value", code="U006",
                          location=Location(str(path), 1, 1))
     return data
 

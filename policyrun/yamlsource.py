@@ -202,7 +202,7 @@ class _Builder:
         out: list[tuple[Node, Node]] = []
         for source in sources:
             if not isinstance(source, MappingNode):
-                raise self.fail(source, "Y003", "`<<` merges a mapping or a list of mappings (`<<: *name`)")
+                raise self.fail(source, "Y010", "`<<` merges a mapping or a list of mappings (`<<: *name`)")
             nested: list[tuple[Node, Node]] = []
             for key_node, value_node in source.value:
                 self.tick(key_node)

@@ -141,9 +141,9 @@ def test_vsa_options_and_refusals(scenario: Scenario, capsys: pytest.CaptureFixt
     assert doc["predicate"]["policy"]["uri"] == "https://example.com/policies/rb.yaml"
     assert doc["predicate"]["verifier"] == {"id": "https://ci.example.com/gate"}
     assert main(["report", str(scenario.trace), "--format", "md", "--verifier-id", "x"]) == 3
-    assert "R004" in capsys.readouterr().err
+    assert "R009" in capsys.readouterr().err
     assert main(["report", str(scenario.trace), "--format", "in-toto", "--template", "t.md.j2"]) == 3
-    assert "R004" in capsys.readouterr().err
+    assert "R009" in capsys.readouterr().err
 
 
 def test_vsa_needs_a_timestamp_and_a_repository(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,7 +102,7 @@ def test_an_edited_baseline_is_refused(rulebook: Path, capsys: pytest.CaptureFix
     assert _run(rulebook, "--set", (_facts(rulebook, "b.json", "1.0")), "--out", str(rulebook / "now"),
                 "--baseline", str(base)) == 3
     err = capsys.readouterr().err
-    assert "changed after that evaluation wrote it" in err and "facts.json" in err
+    assert "U060 --baseline: " in err and "changed after that evaluation wrote it" in err and "facts.json" in err
     assert not (rulebook / "now").exists()  # refused before anything ran or was written
 
 
@@ -110,7 +110,8 @@ def test_a_folder_without_a_trace_is_refused(rulebook: Path, capsys: pytest.Capt
     (rulebook / "empty").mkdir()
     assert _run(rulebook, "--set", (_facts(rulebook, "a.json", "1.0")), "--baseline",
                 str(rulebook / "empty")) == 3
-    assert "has no trace.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "U060 --baseline: " in err and "has no trace.json" in err
 
 
 def test_a_probe_cannot_read_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,4 +129,5 @@ def test_verify_refuses_a_trace_evaluated_with_a_baseline(rulebook: Path, capsys
     capsys.readouterr()
     assert main(["verify", str(now / "trace.json"), "--set", facts, "--rulebook",
                  str(rulebook / "drift.yaml")]) == 3
-    assert "evaluated with --baseline" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "V008 " in err and "evaluated with --baseline" in err

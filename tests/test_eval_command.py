@@ -136,7 +136,7 @@ def test_rulebook_inputs_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, _, err = _eval(capsys, "inputs.repo", "--facts", str(_facts(tmp_path, SNAPSHOT)), "--rulebook",
                          "upgrade-gpu-version", "--inputs", str(PLANNING / "inputs.yaml"), "--set", "vllm_sr=x",
                          "--mode", "planning-audit")
-    assert code == 3 and "U003 unknown input 'vllm_sr'; did you mean 'vllm_src'?" in err
+    assert code == 3 and "U006 unknown input 'vllm_sr'; did you mean 'vllm_src'?" in err
     # A rulebook with several modes needs --mode, as evaluate does.
     code, _, err = _eval(capsys, "mode", "--facts", str(_facts(tmp_path, SNAPSHOT)), "--rulebook",
                          "upgrade-gpu-version", "--inputs", str(PLANNING / "inputs.yaml"))

@@ -199,7 +199,7 @@ def test_an_existing_file_is_never_overwritten(plugin: fx.PluginRepo, upstream: 
     target = tmp_path / "architecture.yaml"
     target.write_text("decision: continue\n")
     code, _, err = _skeleton(plugin, upstream, tmp_path, "architecture", "-o", str(target))
-    assert code == 3 and "exists; policyrun never overwrites evidence" in err
+    assert code == 3 and "U043 " in err and "exists; policyrun never overwrites evidence" in err
     assert target.read_text() == "decision: continue\n"
     code, _, _ = _skeleton(plugin, upstream, tmp_path, "architecture", "-o", str(target), "--force")
     assert code == 0 and "TODO" in target.read_text()
@@ -208,9 +208,9 @@ def test_an_existing_file_is_never_overwritten(plugin: fx.PluginRepo, upstream: 
 def test_a_schema_without_a_skeleton_says_so() -> None:
     code, _, err = _run("evidence", "upgrade-gpu-version", "-m", "final-validation", "--schema",
                         "native_control", "--skeleton")
-    assert code == 3 and "schema 'native_control' of" in err and "has no `x-policyrun-skeleton`" in err
+    assert code == 3 and "U040 schema 'native_control' of" in err and "has no `x-policyrun-skeleton`" in err
     code, _, err = _run("evidence", "upgrade-gpu-version", "--check", "x.yaml")
-    assert code == 3 and "--check and --skeleton need --schema NAME" in err
+    assert code == 3 and "U003 --check and --skeleton need --schema NAME" in err
 
 
 def test_a_skeleton_that_cannot_be_computed_names_the_missing_fact(plugin: fx.PluginRepo, upstream: fx.VllmRepo,
@@ -220,7 +220,7 @@ def test_a_skeleton_that_cannot_be_computed_names_the_missing_fact(plugin: fx.Pl
     code, out, err = _run("evidence", "upgrade-gpu-version", "-m", "planning-audit",
                           "--set", f"vllm_src={upstream.path}", "--set", "target_ref=v9.9.9",
                           "--schema", "architecture", "--skeleton")
-    assert (code, out) == (3, "")
+    assert (code, out) == (3, "") and "U042 " in err
     assert ("the `architecture` skeleton (derived.architecture_skeleton) cannot be computed in mode "
             "planning-audit" in err)
     assert "facts.vllm_target: git.unknown_ref: unknown revision 'v9.9.9'" in err

@@ -171,7 +171,7 @@ def test_evaluate_collects_and_follows_the_gates(project: Path) -> None:
 @sdk
 def test_evaluate_usage_errors_are_located(project: Path) -> None:
     unknown_input = data(call("evaluate", {"rulebook": "ship.yaml", "inputs": {"reviewd": True}}))
-    assert unknown_input["exit_code"] == 3 and unknown_input["error"]["code"] == "U003"
+    assert unknown_input["exit_code"] == 3 and unknown_input["error"]["code"] == "U006"
     assert "did you mean 'reviewed'" in unknown_input["error"]["message"]
 
     (project / "broken.yaml").write_text(RULEBOOK.replace("on_fail: BLOCKED", "on_fail: BLOKED"), encoding="utf-8")

@@ -240,7 +240,7 @@ def test_an_input_alias_binds_the_declared_input(base: Path, tmp_path: Path,
     assert trace["phases"][0]["phase"] == "ALPHA"
     assert main(["evaluate", str(overlay), "--facts", str(_facts(tmp_path)), "--out", str(out), "-q",
                  "--set", "plugin_repo=a", "--set", "repo=b"]) == 3
-    assert "'repo' is given twice, as 'plugin_repo' and 'repo'" in capsys.readouterr().err
+    assert "U006 --set 'repo' is given twice, as 'plugin_repo' and 'repo'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("aliases, message", [

@@ -254,6 +254,6 @@ def test_an_option_for_a_format_not_written_is_a_usage_error(argv: list[str], tm
     args = [a.replace("{trace}", str(trace)).replace("{out}", str(tmp_path / "out")) for a in argv]
     assert main(args) == 3
     err = capsys.readouterr().err
-    assert "R004" in err and "report, which this command does not write; " in err
+    assert "R009" in err and "report, which this command does not write; " in err
     assert ("use --format " if argv[0] == "report" else "add junit to --format") in err
     assert not (tmp_path / "out").exists()  # refused before anything ran or was written

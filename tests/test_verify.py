@@ -370,7 +370,7 @@ def test_facts_and_rulebook_must_be_found(scenario: Scenario, tmp_path: Path,
     err = result(capsys)[1]
     assert "U001" in err and "'rb.yaml', which is not here; pass --rulebook" in err
     assert scenario.verify(None, "--key", "pub.pem") == 3
-    assert "V005" in result(capsys)[1]
+    assert "V009" in result(capsys)[1]
 
 
 def test_rulebook_read_from_another_path(scenario: Scenario, tmp_path: Path,

@@ -78,7 +78,7 @@ def _context(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
         except PolicyrunError as exc:
             raise UsageError(exc.message, code=exc.code, location=exc.location) from None
         if data is not None and not isinstance(data, dict):
-            raise UsageError("an inputs file is a mapping of input name to value", code="U003",
+            raise UsageError("an inputs file is a mapping of input name to value", code="U006",
                              location=Location(str(args.inputs), 1, 1))
         inputs.update(data or {})
     inputs.update(parse_sets(args.sets))  # strings: without a rulebook there are no declared types

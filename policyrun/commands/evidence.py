@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     rb = load_checked(args.rulebook)
     if args.schema is None:
         if args.check or args.skeleton:
-            raise UsageError("--check and --skeleton need --schema NAME", code="U040")
+            raise UsageError("--check and --skeleton need --schema NAME", code="U003")
         sys.stdout.write(listing(rb, args.rulebook or rb.display))
         return EXIT_OK
     schema = resolve_schema(rb, args.schema)
@@ -125,12 +125,12 @@ def check(schema: dict[str, Any], path: Path, name: str) -> int:
     fmt = {".yml": "yaml", ".yaml": "yaml", ".json": "json", ".toml": "toml"}.get(path.suffix.lower())
     if fmt is None:
         raise UsageError(f"cannot tell the format of {shown} from its extension ({', '.join(FORMATS)})",
-                         code="U040")
+                         code="U041")
     try:
         validator = checked_validator(schema, shown)
         doc, smap, _ = load_document(path, fmt, shown)
     except ProbeError as exc:
-        raise UsageError(exc.message, code="U040") from None
+        raise UsageError(exc.message, code="U041") from None
     problems = schema_problems(validator, doc, smap, shown)
     if not problems:
         sys.stdout.write(terminal_text(f"{shown}: matches schema `{name}`") + "\n")
@@ -160,7 +160,7 @@ def skeleton_text(rb: Any, args: argparse.Namespace, schema: dict[str, Any]) -> 
     result = evaluate_expression(f"derived.{derived}", rb.model, mode, inputs, facts)
     if not result["ok"]:
         raise UsageError(f"the `{args.schema}` skeleton (derived.{derived}) cannot be computed in mode {mode}: "
-                         f"{result['error']}", code="U040")
+                         f"{result['error']}", code="U042")
     ref = args.rulebook or rb.display
     header = (f"# `{args.schema}` evidence for {rb.model.name} (mode {mode}), prefilled by `policyrun evidence`.\n"
               "# Replace every TODO: the schema refuses them, so this file passes no gate until it is complete.\n"
@@ -220,5 +220,5 @@ def _write(path: Path, text: str, *, force: bool) -> None:
 
     if path.exists() and not force:
         raise UsageError(f"{path} exists; policyrun never overwrites evidence someone may have written "
-                         "(pass --force to replace it)", code="U040")
+                         "(pass --force to replace it)", code="U043")
     write_file(path, text, code="U007", fix="choose another -o path")

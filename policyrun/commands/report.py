@@ -65,7 +65,7 @@ def format_options(args: argparse.Namespace, formats: list[str], base: Path | No
         if getattr(args, flag) and fmt not in formats:
             fix = f"use --format {fmt}" if args.command == "report" else f"add {fmt} to --format"
             raise UsageError(f"--{flag.replace('_', '-')} applies to the {fmt} report, which this command does not "
-                             f"write; {fix}", code="R004")
+                             f"write; {fix}", code="R009")
     return ReportOptions(base=base, junit_outside_mode=args.junit_include_outside_mode,
                          sarif_located_only=args.sarif_located_only)
 
@@ -106,19 +106,19 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace, force=args.force)
     if args.against is not None and args.format not in ("md", "html"):
         raise UsageError("--against applies to md and html reports (policyrun diff compares traces as text or "
-                         "JSON)", code="R004")
+                         "JSON)", code="R009")
     options = format_options(args, [args.format], base=args.base)
     if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
         from policyrun.render.intoto import AttestationOptions, attestation_text
 
         if args.template or args.context:
-            raise UsageError("--template and --context apply to md and html reports", code="R004")
+            raise UsageError("--template and --context apply to md and html reports", code="R009")
         opts = AttestationOptions(resource_uri=args.resource_uri, policy_uri=args.policy_uri,
                                   verifier_id=args.verifier_id, sign_key=args.sign_key)
         text = attestation_text(trace, args.format, opts, source=args.trace)
     elif args.sign_key or args.resource_uri or args.policy_uri or args.verifier_id:
         raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
-                         "and vsa", code="R004")
+                         "and vsa", code="R009")
     else:
         own_template, own_context = _rulebook_report(trace, args.format)
         template = args.template or own_template

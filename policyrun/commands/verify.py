@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.key or args.trace:
             raise UsageError("--key and --trace apply to a DSSE envelope; FILE is a trace (verify it with --facts)",
-                             code="V005")
+                             code="V009")
         outcome = verify_trace(args.file, request)
     for note in outcome.notes:
         sys.stderr.write(terminal_text(f"policyrun: note: {note}\n"))

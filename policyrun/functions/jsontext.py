@@ -30,7 +30,7 @@ def json_(text: str) -> Any:
 def _parse(text: str) -> Any:
     from policyrun.jsonfile import parse_json
 
-    return parse_json(text, "<json>", what="the text", code="X003", max_depth=limits.FACTS_DEPTH)
+    return parse_json(text, "<json>", what="the text", code="json", max_depth=limits.FACTS_DEPTH)
 
 
 def _check_ints(data: Any) -> None:

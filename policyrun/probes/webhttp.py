@@ -101,7 +101,7 @@ def body_json(text: str, content_type: str, truncated: bool) -> tuple[Any, str |
     if truncated:
         return None, "the body was cut at max_body_bytes" if declared else None
     try:
-        return parse_json(text, "body", what="the body", code="H001", max_depth=limits.FACTS_DEPTH), None
+        return parse_json(text, "body", what="the body", code="http", max_depth=limits.FACTS_DEPTH), None
     except UsageError as exc:
         return None, (f"line {exc.location.line}, column {exc.location.column}: {exc.message}"
                       if declared and exc.location else exc.message if declared else None)

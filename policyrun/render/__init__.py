@@ -55,7 +55,7 @@ def render(trace: Trace, fmt: str, *, template: Path | None = None, context: Map
         from policyrun.render.html import render_html
         return render_html(trace, template=template, context=context)
     if template is not None:
-        raise UsageError(f"--template applies to md and html reports, not {fmt}", code="R004")
+        raise UsageError(f"--template applies to md and html reports, not {fmt}", code="R009")
     if fmt == "junit":
         from policyrun.render.junit import render_junit
         return render_junit(trace, include_outside_mode=options.junit_outside_mode)
