@@ -184,6 +184,25 @@ def test_lint_reports_template_errors_with_lines(tmp_path: Path, capsys: pytest.
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 2
 
 
+@pytest.mark.parametrize("command", ["lint", "report"])
+def test_a_template_nested_past_pythons_limit_is_a_finding_not_a_crash(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    # Jinja2 compiles to Python, whose compiler refuses ~100 nested blocks with a SyntaxError.
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "completion.md.j2").write_text("{% if true %}" * 120 + "x" + "{% endif %}" * 120)
+    rb = tmp_path / "rulebook.yaml"
+    rb.write_text(yaml.safe_dump(RULEBOOK, sort_keys=False))
+    if command == "lint":
+        assert main(["lint", str(rb)]) == 1
+    else:
+        trace = tmp_path / "trace.json"
+        trace.write_text(tf.generic().to_json())
+        assert main(["report", str(trace), "--template", str(tmp_path / "templates" / "completion.md.j2")]) == 3
+    err = capsys.readouterr()
+    assert "template nests too deeply to compile; flatten it" in err.out + err.err
+    assert "internal error" not in err.out + err.err
+
+
 def test_rulebook_templates_resolve_relative_to_rulebook(tmp_path: Path) -> None:
     from policyrun.model import Rulebook
 

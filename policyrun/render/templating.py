@@ -201,7 +201,9 @@ def compile_template(path: Path) -> list[Finding]:
             findings.append(Finding("R001", f"template syntax error: {exc.message}",
                                     Location(filename or str(file), exc.lineno or 0, 1)))
             return
-        except RecursionError:
+        except (RecursionError, SyntaxError, MemoryError):
+            # Jinja2 compiles a template to Python: about 100 nested blocks exceed what Python's own
+            # compiler accepts ("too many statically nested blocks"), a SyntaxError of its own.
             findings.append(Finding("R001", "template nests too deeply to compile; flatten it",
                                     Location(filename or str(file))))
             return
