@@ -36,10 +36,9 @@ from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
 from policyrun.headline import headline
-from policyrun.model import PASSING, MissingPolicy, Phase, Rulebook, on_missing_for
+from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
 
-SEVERITY = {"WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 
 
 def evaluate_rulebook(rulebook: Rulebook, *, mode: str, inputs: Mapping[str, Any], facts: FactsSnapshot,

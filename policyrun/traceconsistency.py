@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from policyrun.errors import Location, UsageError
+from policyrun.model import SEVERITY
 
 if TYPE_CHECKING:  # trace.load_trace calls this module: the model is only named here
     from policyrun.trace import Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
-SEVERITY = {"PASS": 0, "SKIPPED": 0, "WARN": 1, "FAIL": 2, "BLOCKED": 3, "STOPPED": 4}
 # Results from which each kind of check may impose a status (rule 2).
 _MAY_IMPOSE = {"evidence": {"UNSATISFIED", "UNKNOWN"}, "precondition": {"UNSATISFIED", "UNKNOWN"},
                "stop_when": {"SATISFIED", "UNKNOWN"}, "mode_selection": {"UNKNOWN"}, "template": {"UNKNOWN"}}
