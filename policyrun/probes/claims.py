@@ -29,7 +29,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeResult
 from policyrun.probes.linescan import LineScan
-from policyrun.probes.markers import Regex, user_regex
+from policyrun.probes.userregex import Regex, user_regex
 from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
 
 DEFAULT_INCLUDE = ["/README*.md", "docs/**/*.md"]

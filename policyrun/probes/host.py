@@ -33,12 +33,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from policyrun import masking
 from policyrun.globs import GlobError, anchored_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import display_path, exited, kill_group
+from policyrun.probes.userregex import user_regex
 
 # --- command ------------------------------------------------------------------------------------
 
@@ -410,15 +410,7 @@ _ENV_FACT: dict[str, Any] = {
 
 
 def _compile_re2(pattern: str, param: str, code: str) -> Any:
-    options = re2.Options()
-    options.log_errors = False
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        why = exc.args[0] if exc.args else exc
-        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
-        raise ProbeError(code, f"parameter `{param}`: {pattern!r} is not a regular expression RE2 accepts ({why}); "
-                               "no lookaround or backreferences") from None
+    return user_regex(pattern, f"parameter `{param}`", code=code)
 
 
 class EnvProbe:

@@ -18,41 +18,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.base import ProbeContext, ProbeResult
 from policyrun.probes.linescan import LineScan
 from policyrun.probes.revfiles import SKIPPED_SCHEMA, TREE_PARAMS, read_tree
-
-
-class Match(Protocol):
-    def group(self, index: int | str = 0, /) -> str | None: ...
-    def start(self, index: int | str = 0, /) -> int: ...
-    def end(self, index: int | str = 0, /) -> int: ...
-
-
-class Regex(Protocol):
-    groups: int
-    groupindex: Mapping[str, int]
-
-    def search(self, text: str, pos: int = 0, endpos: int = ..., /) -> Match | None: ...
-
-
-def user_regex(pattern: str, where: str, *, code: str, groups: int = 0) -> Regex:
-    """A rulebook's pattern compiled with RE2, or a ProbeError naming the parameter."""
-    import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
-
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print each bad pattern to stderr; the error says it
-    try:
-        regex: Regex = re2.compile(pattern, options)
-    except re2.error as exc:
-        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ProbeError(code, f"{where}: {pattern!r} is not a valid RE2 regular expression ({why}); RE2 has "
-                               "no backreferences or lookaround") from None
-    if regex.groups < groups:
-        raise ProbeError(code, f"{where}: {pattern!r} needs {groups} capturing group(s), it has {regex.groups}")
-    return regex
+from policyrun.probes.userregex import Match, Regex, user_regex
 
 
 DEFAULT_START = r"^#\s*###\s*PATCH START\b:?\s*(?P<label>.*?)\s*$"

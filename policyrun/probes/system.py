@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.bounded import display_path
+from policyrun.probes.userregex import user_regex
 
 PROC_ROOT = "/proc"
 SHM_ROOT = "/dev/shm"
@@ -81,14 +81,7 @@ def _user(uid: int | None) -> str | None:
 
 
 def _compile(pattern: str, what: str) -> Any:
-    options = re2.Options()
-    options.log_errors = False
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ProbeError("system.bad_pattern", f"parameter `{what}`: {pattern!r} is not a regular expression RE2 "
-                                               f"accepts ({why}); no lookaround or backreferences") from None
+    return user_regex(pattern, f"parameter `{what}`", code="system.bad_pattern")
 
 
 def _proc_root(params: Mapping[str, Any], ctx: ProbeContext) -> Path:
