@@ -37,7 +37,7 @@ def _git(*args: str, cwd: Path | None = None, extra_env: dict[str, str] | None =
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     where = corpus_dir()
-    needed = ["afd-plugin.bundle", "vllm-0.26.0-0.27.0.bundle", "afd-plugin-unit-junit.xml"]
+    needed = ["afd-plugin.bundle", "vllm-0.26.0-0.27.0.bundle", "bart-plugin.bundle", "afd-plugin-unit-junit.xml"]
     missing = [n for n in needed if not (where / n).is_file()]
     if missing:
         pytest.fail(f"real corpus not found: expected {', '.join(missing)} in {where} (the shared corpus "
@@ -54,6 +54,15 @@ def corpus_clones(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     _git("clone", "-q", str(corpus / "vllm-0.26.0-0.27.0.bundle"), str(base / "vllm"))
     _git("fetch", "-q", "--tags", cwd=base / "vllm")
     return base
+
+
+@pytest.fixture(scope="session")
+def bart_repo(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One clone of the bart-plugin bundle per test session (read-only, as corpus_clones; copy it
+    with `copy_repo` to change it)."""
+    repo = tmp_path_factory.mktemp("bart") / "bart-plugin"
+    _git("clone", "-q", str(corpus / "bart-plugin.bundle"), str(repo))
+    return repo
 
 
 @pytest.fixture(scope="session")

@@ -17,20 +17,11 @@ import pytest
 from policyrun.cli import main
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.registry import get
-from tests.real.conftest import _git, corpus_dir
+from tests.real.conftest import _git
 
 RELEASES = ("v0.26.0", "v0.27.0")
 SERVING = "vllm_bart_plugin/openai_serving.py"
 
-
-@pytest.fixture(scope="module")
-def bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = corpus_dir() / "bart-plugin.bundle"
-    if not bundle.is_file():
-        pytest.fail(f"real corpus not found: expected {bundle}", pytrace=False)
-    repo = tmp_path_factory.mktemp("bart") / "bart-plugin"
-    _git("clone", "-q", str(bundle), str(repo))
-    return repo
 
 
 def run(kind: str, params: dict[str, Any], base: Path) -> Any:
@@ -39,8 +30,8 @@ def run(kind: str, params: dict[str, Any], base: Path) -> Any:
     return probe.run(params, ProbeContext(base_dir=base, timeout_s=300)).value
 
 
-def params(bart: Path, vllm_repo: Path) -> dict[str, Any]:
-    return {"root": str(bart), "rev": "HEAD", "packages": ["vllm"], "include": ["vllm_bart_plugin/**/*.py"],
+def params(bart_repo: Path, vllm_repo: Path) -> dict[str, Any]:
+    return {"root": str(bart_repo), "rev": "HEAD", "packages": ["vllm"], "include": ["vllm_bart_plugin/**/*.py"],
             "resolve": {"path": str(vllm_repo), "rev": RELEASES[0], "compare_rev": RELEASES[1]}}
 
 
@@ -91,15 +82,15 @@ def plugin_imports(tree: ast.Module) -> dict[str, tuple[str, str]]:
             for alias in node.names}
 
 
-def plugin_files(bart: Path) -> dict[str, ast.Module]:
-    names = _git("ls-tree", "-r", "--name-only", "HEAD", "vllm_bart_plugin", cwd=bart).split()
-    return {n: ast.parse(_git("show", f"HEAD:{n}", cwd=bart)) for n in names if n.endswith(".py")}
+def plugin_files(bart_repo: Path) -> dict[str, ast.Module]:
+    names = _git("ls-tree", "-r", "--name-only", "HEAD", "vllm_bart_plugin", cwd=bart_repo).split()
+    return {n: ast.parse(_git("show", f"HEAD:{n}", cwd=bart_repo)) for n in names if n.endswith(".py")}
 
 
 # --- the tests ------------------------------------------------------------------------------------
 
-def test_the_fallback_chain_in_openai_serving_resolves_branch_by_branch(bart: Path, vllm_repo: Path) -> None:
-    tree = plugin_files(bart)[SERVING]
+def test_the_fallback_chain_in_openai_serving_resolves_branch_by_branch(bart_repo: Path, vllm_repo: Path) -> None:
+    tree = plugin_files(bart_repo)[SERVING]
     outer = next(n for n in ast.walk(tree) if isinstance(n, ast.Try))
     inner = next(n for n in ast.walk(outer.handlers[0]) if isinstance(n, ast.Try))
     branches = [[n for n in ast.walk(ast.Module(body=body, type_ignores=[])) if isinstance(n, ast.ImportFrom)]
@@ -116,7 +107,7 @@ def test_the_fallback_chain_in_openai_serving_resolves_branch_by_branch(bart: Pa
     # the premise: the first branch serves both releases, the second neither
     assert [(t["resolves_at_rev"], t["resolves_at_compare"]) for t in truth] == [(True, True), (False, False)]
 
-    v = run("python.imports", params(bart, vllm_repo), bart)
+    v = run("python.imports", params(bart_repo, vllm_repo), bart_repo)
     group = next(g for g in v["fallbacks"] if g["file"] == SERVING)
     assert group["group"] == f"{SERVING}:{outer.lineno}" and group["guard"] == "try"
     assert group["branches"] == truth
@@ -126,10 +117,10 @@ def test_the_fallback_chain_in_openai_serving_resolves_branch_by_branch(bart: Pa
     assert v["unresolved"] == [] and v["missing_at_compare"] == []
 
 
-def test_subclassed_classes_and_signature_changes_equal_the_truth(bart: Path, vllm_repo: Path) -> None:
+def test_subclassed_classes_and_signature_changes_equal_the_truth(bart_repo: Path, vllm_repo: Path) -> None:
     subclassed: set[str] = set()
     bound: dict[str, ast.AST] = {}  # canonical → node at the current release (subclassed or called)
-    for tree in plugin_files(bart).values():
+    for tree in plugin_files(bart_repo).values():
         imported = plugin_imports(tree)
         for node in ast.walk(tree):
             refs = []
@@ -164,7 +155,7 @@ def test_subclassed_classes_and_signature_changes_equal_the_truth(bart: Path, vl
                and signature(node) != signature(later)}
     assert "vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding.__init__" in changed  # premise
 
-    v = run("python.bindings", params(bart, vllm_repo), bart)
+    v = run("python.bindings", params(bart_repo, vllm_repo), bart_repo)
     assert {b["symbol"] for b in v["bindings"] if b["kind"] == "subclass" and not b["symbol"].endswith(".__init__")} \
         == subclassed
     assert set(bound) <= set(v["by_symbol"])
@@ -185,12 +176,12 @@ phases:
 """
 
 
-def test_the_flagship_no_longer_blocks_diff_vllm_on_the_fallback(bart: Path, vllm_repo: Path,
+def test_the_flagship_no_longer_blocks_diff_vllm_on_the_fallback(bart_repo: Path, vllm_repo: Path,
                                                                  tmp_path: Path) -> None:
     """Before, imports_resolved_at_current listed openai_serving.py:87 (the removable branch) and an
     overlay had to disable it; now the check holds with no overlay of it."""
     repo = tmp_path / "bart-plugin"
-    _git("clone", "-q", str(bart), str(repo))
+    _git("clone", "-q", str(bart_repo), str(repo))
     for name in ("pyproject.toml", "setup.py"):  # the flagship takes an exact pin as the identity
         path = repo / name
         path.write_text(path.read_text().replace("vllm>=0.24.0", "vllm==0.26.0"))

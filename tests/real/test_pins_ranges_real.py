@@ -8,24 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from policyrun.functions.versions import version_unique
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.claims import ClaimsProbe
 from policyrun.probes.pins import PackagePinsProbe
 from tests.claimconventions import flagship_vars, vllm_claims
-from tests.real.conftest import _git, git
+from tests.real.conftest import git
 
-
-@pytest.fixture(scope="module")
-def bart_repo(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = corpus / "bart-plugin.bundle"
-    if not bundle.is_file():
-        pytest.fail(f"real corpus: {bundle} not found (the bart-plugin bundle of the shared corpus)", pytrace=False)
-    dest = tmp_path_factory.mktemp("bart") / "bart-plugin"
-    _git("clone", "-q", str(bundle), str(dest))
-    return dest
 
 
 def _pins(root: Path) -> dict[str, Any]:

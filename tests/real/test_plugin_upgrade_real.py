@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from tests.real.conftest import _git, corpus_dir, git
+from tests.real.conftest import git
 from tests.real.test_bindings_real import define, signature
 from tests.real.test_flagship_real import (Upstream, _definition, _strip_strings, changed_files, plugin_dependencies,
                                            plugin_replacements, tracked_sources)
@@ -31,15 +31,6 @@ from tests.real.test_flagship_real import (Upstream, _definition, _strip_strings
 CURRENT, TARGET = "v0.26.0", "v0.27.0"
 SERVING = "vllm_bart_plugin/openai_serving.py"
 
-
-@pytest.fixture(scope="module")
-def bart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = corpus_dir() / "bart-plugin.bundle"
-    if not bundle.is_file():
-        pytest.fail(f"real corpus not found: expected {bundle}", pytrace=False)
-    repo = tmp_path_factory.mktemp("bart") / "bart-plugin"
-    _git("clone", "-q", str(bundle), str(repo))
-    return repo
 
 
 def evaluate(repo: Path, vllm: Path, out: Path, *sets: str) -> dict[str, Any]:
@@ -57,9 +48,9 @@ def evaluate(repo: Path, vllm: Path, out: Path, *sets: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def planning(bart: Path, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def planning(bart_repo: Path, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("bart-planning")
-    trace = evaluate(bart, vllm_repo, out, "--set", f"current_ref={CURRENT}", "--format", "md")
+    trace = evaluate(bart_repo, vllm_repo, out, "--set", f"current_ref={CURRENT}", "--format", "md")
     trace["report_md"] = (out / "report.md").read_text()
     return trace
 
@@ -113,12 +104,12 @@ def member(vllm: Path, rev: str, dotted: str) -> ast.AST | None:
                  and s.name == attr), None)
 
 
-def bound_symbols(bart: Path, vllm: Path) -> dict[str, ast.AST]:
+def bound_symbols(bart_repo: Path, vllm: Path) -> dict[str, ast.AST]:
     """Upstream symbols the plugin subclasses (the class's `__init__`), calls (a function, or a
     class's `__init__`) or overrides (a method of an upstream base it redefines), canonical
     (`defining.module.Name[.member]`) → definition at the current release."""
     out: dict[str, ast.AST] = {}
-    for text in tracked_sources(bart).values():
+    for text in tracked_sources(bart_repo).values():
         tree = ast.parse(text)
         imported = imported_names(tree)
         for node in ast.walk(tree):
@@ -212,13 +203,13 @@ def test_planning_phases_pass_with_no_overlay(planning: dict[str, Any]) -> None:
     assert check(planning, "INVENTORY_PLUGIN_CONTRACTS", "pin_matches_runtime_check")["result"] == "NOT_APPLICABLE"
 
 
-def test_identity_rests_on_the_ranges_and_current_ref(bart: Path, planning: dict[str, Any]) -> None:
-    project = tomllib.loads(git(bart, "show", "HEAD:pyproject.toml"))["project"]["dependencies"]
-    setup = ast.parse(git(bart, "show", "HEAD:setup.py"))
+def test_identity_rests_on_the_ranges_and_current_ref(bart_repo: Path, planning: dict[str, Any]) -> None:
+    project = tomllib.loads(git(bart_repo, "show", "HEAD:pyproject.toml"))["project"]["dependencies"]
+    setup = ast.parse(git(bart_repo, "show", "HEAD:setup.py"))
     setup_reqs = [e.value for n in ast.walk(setup) if isinstance(n, ast.keyword) and n.arg == "install_requires"
                   for e in getattr(n.value, "elts", []) if isinstance(e, ast.Constant)]
     specs = [r[len("vllm"):] for r in [*project, *setup_reqs] if re.match(r"vllm\b", r)]
-    readme = git(bart, "show", "HEAD:README.md").splitlines()
+    readme = git(bart_repo, "show", "HEAD:README.md").splitlines()
     claim = next(i for i, line in enumerate(readme, 1) if re.search(r"vLLM 0\.24\.0 or newer", line))
     got = derived(planning, "range_constraints")
     assert [(r["kind"], r["specifier"]) for r in got] == [("pin", s) for s in specs] + [("doc", ">=0.24.0")]
@@ -233,8 +224,8 @@ def test_identity_rests_on_the_ranges_and_current_ref(bart: Path, planning: dict
     assert f"| doc | `README.md:{claim}` | `>=0.24.0` |" in planning["report_md"]
 
 
-def test_file_rows_equal_the_import_and_diff_truth(bart: Path, vllm_repo: Path, planning: dict[str, Any]) -> None:
-    deps = plugin_dependencies(bart, Resolver(vllm_repo, CURRENT))
+def test_file_rows_equal_the_import_and_diff_truth(bart_repo: Path, vllm_repo: Path, planning: dict[str, Any]) -> None:
+    deps = plugin_dependencies(bart_repo, Resolver(vllm_repo, CURRENT))
     changed = changed_files(vllm_repo)
     expected = {p for p in deps if p in changed}
     assert rows(planning, "file") == expected
@@ -242,10 +233,10 @@ def test_file_rows_equal_the_import_and_diff_truth(bart: Path, vllm_repo: Path, 
     assert {"vllm/entrypoints/llm.py", "vllm/distributed/parallel_state.py"} <= expected
 
 
-def test_no_imported_name_is_gone_and_the_fallback_is_no_stale_import(bart: Path, vllm_repo: Path,
+def test_no_imported_name_is_gone_and_the_fallback_is_no_stale_import(bart_repo: Path, vllm_repo: Path,
                                                                        planning: dict[str, Any]) -> None:
     gone = set()
-    for path, text in tracked_sources(bart).items():
+    for path, text in tracked_sources(bart_repo).items():
         tree = ast.parse(text)
         alternatives = fallback_sites(tree)
         for node in ast.walk(tree):
@@ -261,7 +252,7 @@ def test_no_imported_name_is_gone_and_the_fallback_is_no_stale_import(bart: Path
     # not block on the second (which resolves at neither): that one is a removable-fallback row.
     resolved = check(planning, "DIFF_VLLM", "imports_resolved_at_current")
     assert resolved["result"] == "SATISFIED" and resolved["violations"] == []
-    tree = ast.parse(git(bart, "show", f"HEAD:{SERVING}"))
+    tree = ast.parse(git(bart_repo, "show", f"HEAD:{SERVING}"))
     outer = next(n for n in ast.walk(tree) if isinstance(n, ast.Try))
     inner = next(n for n in ast.walk(outer.handlers[0]) if isinstance(n, ast.Try))
     second = [n for n in ast.walk(inner) if isinstance(n, ast.ImportFrom)][0]
@@ -272,9 +263,9 @@ def test_no_imported_name_is_gone_and_the_fallback_is_no_stale_import(bart: Path
         (f"{SERVING}:{outer.lineno} branch 1", [f"{SERVING}:{a.lineno}" for a in second.names])]
 
 
-def test_signature_rows_equal_what_it_subclasses_calls_and_overrides(bart: Path, vllm_repo: Path,
+def test_signature_rows_equal_what_it_subclasses_calls_and_overrides(bart_repo: Path, vllm_repo: Path,
                                                                      planning: dict[str, Any]) -> None:
-    bound = bound_symbols(bart, vllm_repo)
+    bound = bound_symbols(bart_repo, vllm_repo)
     changed = set()
     for name, node in bound.items():
         later = member(vllm_repo, TARGET, name)
@@ -294,10 +285,10 @@ def test_signature_rows_equal_what_it_subclasses_calls_and_overrides(bart: Path,
     assert "vllm.model_executor.layers.linear.ColumnParallelLinear.__init__" in rows(planning, "signature")  # called
 
 
-def test_body_rows_equal_the_overridden_bodies_that_changed(bart: Path, vllm_repo: Path,
+def test_body_rows_equal_the_overridden_bodies_that_changed(bart_repo: Path, vllm_repo: Path,
                                                             planning: dict[str, Any]) -> None:
     current, target = Upstream(vllm_repo, CURRENT), Upstream(vllm_repo, TARGET)
-    replaced, _ = plugin_replacements(bart)
+    replaced, _ = plugin_replacements(bart_repo)
     changed = set()
     for name in replaced:
         before, after = _definition(current, name), _definition(target, name)
@@ -307,11 +298,11 @@ def test_body_rows_equal_the_overridden_bodies_that_changed(bart: Path, vllm_rep
     assert rows(planning, "body") == changed
 
 
-def test_without_current_ref_the_ranges_are_named_and_identity_blocks(bart: Path, vllm_repo: Path,
+def test_without_current_ref_the_ranges_are_named_and_identity_blocks(bart_repo: Path, vllm_repo: Path,
                                                                        tmp_path: Path) -> None:
     """No exact pin, no constant, no exact claim, and no vLLM in the target interpreter: nothing names
     the current release, and the blocker says which ranges there are."""
-    trace = evaluate(bart, vllm_repo, tmp_path / "out")
+    trace = evaluate(bart_repo, vllm_repo, tmp_path / "out")
     assert phases(trace)["FREEZE_IDENTITY"]["status"] == "BLOCKED"
     message = check(trace, "FREEZE_IDENTITY", "sources_found")["message"]
     assert "only ranges: pyproject.toml:" in message and "README.md:" in message

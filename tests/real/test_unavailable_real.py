@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from policyrun.cli import main
-from tests.real.conftest import _git, corpus_dir
+from tests.real.conftest import _git, copy_repo
 
 OVERLAY = """\
 policyrun: 1
@@ -37,13 +37,9 @@ phases:
 
 
 @pytest.fixture(scope="module")
-def bart_trace(vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    bundle = corpus_dir() / "bart-plugin.bundle"
-    if not bundle.is_file():
-        pytest.fail(f"real corpus not found: expected {bundle}", pytrace=False)
-    base = tmp_path_factory.mktemp("bart")
-    repo = base / "bart-plugin"
-    _git("clone", "-q", str(bundle), str(repo))
+def bart_trace(bart_repo: Path, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    base = tmp_path_factory.mktemp("bart-pinned")
+    repo = copy_repo(bart_repo, base / "bart-plugin")
     for name in ("pyproject.toml", "setup.py"):
         path = repo / name
         path.write_text(path.read_text().replace("vllm>=0.24.0", "vllm==0.26.0"))
@@ -74,7 +70,7 @@ def test_diff_vllm_passes_with_the_matrix_computed(bart_trace: dict) -> None:
 @pytest.fixture(scope="module")
 def without_toolchain(bart_trace: dict, vllm_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     base = tmp_path_factory.getbasetemp()
-    out = next(base.glob("bart*/out"))
+    out = next(base.glob("bart-pinned*/out"))
     facts = json.loads((out / "facts.json").read_text())
     fact = facts["facts"]["target_toolchain"]
     facts["facts"]["target_toolchain"] = {"value": None, "provenance": fact["provenance"],
