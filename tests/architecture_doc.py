@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from policyrun.layers import LAYERS
+from tests.generated_section import check_or_update, spliced
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
@@ -57,22 +58,11 @@ def module_map() -> str:
 
 
 def current(text: str) -> str:
-    start, end = text.index(START), text.index(END) + len(END)
-    return text[:start] + module_map() + text[end:]
+    return spliced(text, START, END, module_map())
 
 
 def main(argv: list[str]) -> int:
-    text = PAGE.read_text(encoding="utf-8")
-    want = current(text)
-    if want == text:
-        print("docs/architecture.md: module map current")
-        return 0
-    if "--update" in argv:
-        PAGE.write_text(want, encoding="utf-8")
-        print("updated docs/architecture.md")
-        return 0
-    print("docs/architecture.md: module map out of date; run python -m tests.architecture_doc --update")
-    return 1
+    return check_or_update(PAGE, current, "module map", "tests.architecture_doc", argv)
 
 
 if __name__ == "__main__":

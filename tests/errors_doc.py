@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from policyrun.lintcodes import CODES, FAMILIES
+from tests.generated_section import check_or_update, spliced
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "errors.md"
@@ -44,22 +45,11 @@ def generated() -> str:
 
 
 def current(text: str) -> str:
-    start, end = text.index(START), text.index(END) + len(END)
-    return text[:start] + generated() + text[end:]
+    return spliced(text, START, END, generated())
 
 
 def main(argv: list[str]) -> int:
-    text = PAGE.read_text(encoding="utf-8")
-    want = current(text)
-    if want == text:
-        print("docs/errors.md: code table current")
-        return 0
-    if "--update" in argv:
-        PAGE.write_text(want, encoding="utf-8")
-        print("updated docs/errors.md")
-        return 0
-    print("docs/errors.md: code table out of date; run python -m tests.errors_doc --update")
-    return 1
+    return check_or_update(PAGE, current, "code table", "tests.errors_doc", argv)
 
 
 if __name__ == "__main__":
