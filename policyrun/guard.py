@@ -120,24 +120,32 @@ def run_guarded(fn: Callable[[], T], *, seconds: float | None = None, memory: in
                          "expressions (see the trace of a smaller case)", code="G002")
 
 
-def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
-             limit_mem: int, deadline_s: float | None = None) -> tuple[str, Any] | tuple[str, str, str]:
-    shared = mmap.mmap(-1, _HEADER.size + 4 + _KEY_BYTES)
-    read_fd, write_fd = os.pipe()
-    # Frozen objects are skipped by the cyclic collector, so the child's collections do not write to
-    # (and so copy) every page of the facts and the rulebook it shares with the parent.
+def fork_frozen() -> int:
+    """os.fork() for an evaluation child: 0 in the child, its pid in the parent.
+
+    Frozen objects are skipped by the cyclic collector, so the child's collections do not write to
+    (and so copy) every page of the facts and the rulebook it shares with the parent. Python 3.12+
+    warns when a process with threads forks (collection's probes run on threads); the child only
+    evaluates expressions and exits through os._exit, and its deadline covers a lock another thread
+    held at the fork.
+    """
     gc.freeze()
     pid = -1
     try:
         with warnings.catch_warnings():
-            # Python 3.12+ warns when a process with threads forks (collection's probes run on
-            # threads). The child only evaluates expressions and exits through os._exit; the
-            # deadline above covers a lock another thread held at the fork.
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
     finally:
         if pid != 0:  # the parent (or a fork that failed) collects its own objects again
             gc.unfreeze()
+    return pid
+
+
+def _attempt(fn: Callable[[], Any], refused: dict[str, str], limit_s: float,
+             limit_mem: int, deadline_s: float | None = None) -> tuple[str, Any] | tuple[str, str, str]:
+    shared = mmap.mmap(-1, _HEADER.size + 4 + _KEY_BYTES)
+    read_fd, write_fd = os.pipe()
+    pid = fork_frozen()
     if pid == 0:  # the child: evaluate, send the result, exit without running parent cleanups
         os.close(read_fd)
         status = 0

@@ -16,7 +16,6 @@ change after they are passed (the rulebook and facts models are frozen).
 from __future__ import annotations
 
 import atexit
-import gc
 import io
 import mmap
 import os
@@ -26,14 +25,13 @@ import signal
 import struct
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from policyrun import expr, expreval
 from policyrun.errors import PolicyrunError
 from policyrun.guard import (MAX_RESTARTS, _HEADER, _KEY_BYTES, _ChildGuard, _current, _limit_memory,
-                             evaluation_memory, expression_limit, guarded_available)
+                             evaluation_memory, expression_limit, fork_frozen, guarded_available)
 
 T = TypeVar("T")
 _LENGTH = struct.Struct("<Q")
@@ -74,18 +72,7 @@ class _Worker:
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
         _widen(resp_w)
-        # Frozen objects are skipped by the cyclic collector, so the child's collections do not write
-        # to (and so copy) every page of the facts and the rulebook it shares with the parent.
-        gc.freeze()
-        pid = -1
-        try:
-            with warnings.catch_warnings():
-                # Python 3.12+ warns when a process with threads forks; the child only evaluates.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
-        finally:
-            if pid != 0:
-                gc.unfreeze()
+        pid = fork_frozen()
         if pid == 0:
             status = 0
             try:
