@@ -278,6 +278,10 @@ def test_setup_py_reading_a_requirements_file_is_that_file(tmp_path: Path, setup
     # the code adds or filters the package itself: the file alone does not say what setup() gets
     (READS_REQUIREMENTS.replace("return []", 'return ["vllm==0.12.0"]'), {}),
     (READS_REQUIREMENTS.replace("startswith('#')", "startswith(('#', 'vllm'))"), {}),
+    # a list joined or grown: what is added need not be a literal (a name imported from elsewhere)
+    (READS_REQUIREMENTS.replace("install_requires=read_requirements()", "install_requires=read_requirements() + [REQ]"),
+     {}),
+    (READS_REQUIREMENTS.replace("    return []", "    reqs = []\n    reqs.append(REQ)\n    return reqs"), {}),
     # two requirements files: which one install_requires gets is not a literal fact
     (READS_REQUIREMENTS.replace('return []', 'return open("requirements/extra.txt").read().split()'),
      {"requirements/extra.txt": "vllm>=0.11\n"}),

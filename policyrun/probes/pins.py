@@ -294,7 +294,8 @@ def _reads_requirements_file(node: ast.expr, tree: ast.Module, rel: str, want: s
     names, with string literals only, a path to a `*.txt`/`*.in` file this probe reads itself.
     Its constraints are then that file's, found there with their lines. Fail-closed: None (so the
     value stays unreadable) when the path is not spelled by literals, names no file read here,
-    or the code also states a requirement on `want` itself (which a file read would not show)."""
+    the code joins or grows lists (it may add a requirement no literal shows), or it states a
+    requirement on `want` itself (which a file read would not show)."""
     scopes: list[ast.AST] = [node]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         scopes += [d for d in tree.body if isinstance(d, ast.FunctionDef) and d.name == node.func.id]
@@ -302,6 +303,12 @@ def _reads_requirements_file(node: ast.expr, tree: ast.Module, rel: str, want: s
                 for n in sorted((n for n in ast.walk(scope) if isinstance(n, ast.Constant)),
                                 key=lambda n: (n.lineno, n.col_offset))
                 if isinstance(n.value, str)]
+    # Lists joined or grown (`read() + [REQ]`, `+=`, `.append(x)`) may add what no literal shows.
+    if any(isinstance(n, ast.AugAssign) or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add))
+           or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in ("append", "extend", "insert"))
+           for scope in scopes for n in ast.walk(scope)):
+        return None
     # A literal naming the package itself (`"vllm==" + v`, a filter on "vllm") may change what the file says.
     if any((m := _REQUIREMENT.match(s.split("#", 1)[0].strip())) is not None and normalize(m.group("name")) == want
            for s in literals):
