@@ -162,6 +162,7 @@ def test_collect_names_failed_probes_and_exits_2(project: Path) -> None:
         "probes: {notes: {uses: file.read, with: {path: absent.yaml}}}\nphases: [{id: P}]\n", encoding="utf-8")
     result = collect(CollectRequest(RulebookRequest("./broken.yaml")))
     assert result.written is None and result.failed == ["notes"] and result.exit_code == 2
+    assert [(p.probe, p.status, p.error_code) for p in result.probes()] == [("notes", "failed", "file.not_found")]
     assert result.facts.facts["notes"].error is not None
     assert result.facts.facts["notes"].error.code == "file.not_found"
 
@@ -221,6 +222,23 @@ def test_report_renders_and_writes_and_refuses_options_of_other_formats(trace: P
     with pytest.raises(UsageError) as wrong:
         report(ReportRequest(trace, "md", sarif_located_only=True))
     assert wrong.value.code == "R009" and "use --format sarif" in wrong.value.message
+
+
+def test_verify_evaluates_the_trace_again_over_its_facts(project: Path) -> None:
+    from policyrun.app.collect import CollectRequest, collect
+    from policyrun.app.evaluate import EvaluateRequest, evaluate
+    from policyrun.app.verify import VerifyRequest, verify
+
+    snap = project / "snap.json"
+    collect(CollectRequest(ship(), output=snap))
+    evaluate(EvaluateRequest(ship(), facts_files=(snap,), out_dir=project / "out"))
+    trace = project / "out" / "trace.json"
+    assert verify(VerifyRequest(trace, facts=(snap,))).ok
+    changed = verify(VerifyRequest(trace, facts=(snap,), sets=("notes=CHANGES.md",), allow_stale_facts=True))
+    assert not changed.ok and any("inputs" in line for line in changed.lines)
+    with pytest.raises(UsageError) as malformed:
+        verify(VerifyRequest(trace, facts=(snap,), rulebook_sha256=("abc",)))
+    assert malformed.value.code == "U003"
 
 
 # --- probes and expressions -----------------------------------------------------------------------

@@ -32,6 +32,22 @@ class CollectRequest:
 
 
 @dataclass(frozen=True)
+class ProbeRun:
+    """How one probe of a snapshot fared."""
+
+    probe: str
+    kind: str
+    status: str  # ok, failed, or not_run (by the caller's or the rulebook's choice: an unset input, a false `when`)
+    error_code: str | None
+    error_message: str | None
+    duration_s: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
 class CollectResult:
     rb: LoadedRulebook
     mode: str
@@ -49,6 +65,9 @@ class CollectResult:
         from policyrun.errors import EXIT_BLOCKED, EXIT_OK
 
         return EXIT_BLOCKED if self.failed else EXIT_OK
+
+    def probes(self) -> list[ProbeRun]:
+        return probe_runs(self.facts, self.not_run | self.not_applicable)
 
 
 def collect(request: CollectRequest, access: PathCheck | None = None) -> CollectResult:
@@ -87,6 +106,17 @@ def collect(request: CollectRequest, access: PathCheck | None = None) -> Collect
                      for pid, fact in by_pid.items() if not fact.ok and pid not in not_run | not_applicable)
     return CollectResult(rb, mode, inputs, facts, text, written, failed, not_run, not_applicable,
                          time.perf_counter() - started)
+
+
+def probe_runs(facts: FactsSnapshot, not_run: set[str] | frozenset[str] = frozenset()) -> list[ProbeRun]:
+    """Each probe of the snapshot, in its order: ok, failed, or not run (`not_run`: by choice)."""
+    out = []
+    for pid, fact in facts.facts.items():
+        err = fact.error
+        status = "ok" if err is None else ("not_run" if pid in not_run else "failed")
+        out.append(ProbeRun(pid, fact.provenance.kind, status, err.code if err else None, err.message if err else None,
+                            fact.provenance.duration_s))
+    return out
 
 
 def gather(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], *, only: set[str] | None = None,

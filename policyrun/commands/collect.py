@@ -12,10 +12,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyrun.commands.evaluate import add_rulebook_args, rulebook_request
 from policyrun.errors import UsageError
+
+if TYPE_CHECKING:
+    from policyrun.app.collect import CollectResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -71,22 +74,18 @@ def run(args: argparse.Namespace) -> int:
         line += f"\ncollect: exit {code}: the snapshot is incomplete; evaluating it treats those facts as missing"
     sys.stderr.write(terminal_text(f"collect: {rulebook_ref(result.rb).identity()}\n{line}") + "\n")
     if args.json:
-        summary = _summary(facts, result.rb, result.mode, Path(args.output), failed, not_run | not_applicable, code,
-                           result.seconds)
+        summary = _summary(result, Path(args.output))
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return code
 
 
-def _summary(facts: Any, rb: Any, mode: str, output: Path, failed: list[str], not_run: set[str], code: int,
-             seconds: float) -> dict[str, Any]:
+def _summary(result: CollectResult, output: Path) -> dict[str, Any]:
     """The `--json` summary; its probe rows have the fields of the MCP `collect` tool's (docs/agents.md)."""
-    probes = []
-    for pid, fact in facts.facts.items():
-        err = fact.error
-        status = "ok" if err is None else ("not_run" if pid in not_run else "failed")  # not_run: by choice
-        probes.append({"probe": pid, "kind": fact.provenance.kind, "status": status, "ok": err is None,
-                       "error": {"code": err.code, "message": err.message} if err else None,
-                       "duration_s": fact.provenance.duration_s})
-    return {"exit_code": code, "rulebook": rb.display, "rulebook_sha256": rb.sha256, "mode": mode, "facts_path": str(output.resolve()),
-            "facts_sha256": facts.digest(), "count": len(probes), "errors": sum(not p["ok"] for p in probes),
-            "failed": failed, "not_run": sorted(not_run), "probes": probes, "seconds": round(seconds, 3)}
+    probes = [{"probe": p.probe, "kind": p.kind, "status": p.status, "ok": p.ok,
+               "error": {"code": p.error_code, "message": p.error_message} if p.error_code is not None else None,
+               "duration_s": p.duration_s} for p in result.probes()]
+    return {"exit_code": result.exit_code, "rulebook": result.rb.display, "rulebook_sha256": result.rb.sha256,
+            "mode": result.mode, "facts_path": str(output.resolve()), "facts_sha256": result.facts.digest(),
+            "count": len(probes), "errors": sum(not p["ok"] for p in probes), "failed": result.failed,
+            "not_run": sorted(result.not_run | result.not_applicable), "probes": probes,
+            "seconds": round(result.seconds, 3)}

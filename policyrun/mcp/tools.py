@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from policyrun.errors import EXIT_INTERNAL, EXIT_OK, PolicyrunError
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
@@ -24,6 +24,12 @@ from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateRe
                                    NextActionsResult, ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult,
                                    ReadOut, ToolResult, VerdictOut)
 from policyrun.mcp.roots import Roots
+
+if TYPE_CHECKING:
+    from policyrun.app.binding import RulebookRequest
+    from policyrun.app.collect import ProbeRun
+    from policyrun.rulebook import LoadedRulebook
+    from policyrun.trace import Trace
 
 R = TypeVar("R", bound=ToolResult)
 
@@ -64,34 +70,28 @@ def lint(paths: list[str], roots: Roots | None = None) -> LintResult:
 # --- collect and evaluate -------------------------------------------------------------------------
 
 def _rulebook(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | None,
-              inputs_file: str | None) -> Any:
+              inputs_file: str | None) -> RulebookRequest:
     from policyrun.app.binding import RulebookRequest
 
     return RulebookRequest(rulebook, mode, (), inputs_file or None, dict(inputs or {}))
 
 
-def _used(rb: Any) -> dict[str, Any]:
+def _used(rb: LoadedRulebook) -> dict[str, Any]:
     from policyrun.locate import SHIPPED_PREFIX
 
     return {"rulebook": rb.display, "rulebook_shipped": rb.display.startswith(SHIPPED_PREFIX),
             "rulebook_sha256": rb.sha256}
 
 
-def _recorded(trace: Any) -> dict[str, Any]:
+def _recorded(trace: Trace) -> dict[str, Any]:
     ref = trace.rulebook
     return {"rulebook": ref.path or ref.name, "rulebook_shipped": ref.shipped, "rulebook_sha256": ref.sha256}
 
 
-def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
-    out = []
-    for pid, fact in facts.facts.items():
-        if failed_only and fact.ok:
-            continue
-        err = fact.error
-        out.append(ProbeOutcome(probe=pid, kind=fact.provenance.kind, ok=fact.ok,
-                                error=FactErrorOut(code=err.code, message=err.message) if err else None,
-                                duration_s=fact.provenance.duration_s))
-    return out
+def _outcomes(runs: list[ProbeRun]) -> list[ProbeOutcome]:
+    return [ProbeOutcome(probe=r.probe, kind=r.kind, ok=r.error_code is None,
+                         error=FactErrorOut(code=r.error_code, message=r.error_message or "")
+                         if r.error_code is not None else None, duration_s=r.duration_s) for r in runs]
 
 
 def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
@@ -103,7 +103,7 @@ def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, 
         result = run_collect(CollectRequest(_rulebook(rulebook, mode, inputs, inputs_file),
                                             only=frozenset(only) if only else None, output=out,
                                             progress=progress), roots)
-        probes = _outcomes(result.facts, failed_only=False)
+        probes = _outcomes(result.probes())
         return CollectResult(exit_code=result.exit_code, **_used(result.rb), mode=result.mode,
                              facts_path=str(Path(out).resolve()), count=len(probes),
                              errors=sum(not p.ok for p in probes), probes=probes, seconds=round(result.seconds, 3))
@@ -116,6 +116,7 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
              formats: list[str] | None = None, allow_stale_facts: bool = False, fail_on_warn: bool = False,
              timestamp: bool = True, progress: Any = None, roots: Roots | None = None) -> EvaluateResult:
     def body() -> EvaluateResult:
+        from policyrun.app.collect import probe_runs
         from policyrun.app.evaluate import EvaluateRequest, evaluate as run_evaluate
 
         t0 = time.perf_counter()
@@ -125,7 +126,7 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
             allow_stale_facts=allow_stale_facts, timestamp=timestamp, progress=progress), roots)
         trace = result.trace
         used = FactsUsed(source="collected" if result.collected else "files", files=list(facts_files or []),
-                         count=len(result.facts.facts), failed=_outcomes(result.facts, failed_only=True),
+                         count=len(result.facts.facts), failed=_outcomes([r for r in probe_runs(result.facts) if not r.ok]),
                          stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
         return EvaluateResult(exit_code=result.exit_code, **_used(result.rb), mode=result.mode,
                               verdict=VerdictOut.of(trace.verdict), phases=[PhaseOut.of(p) for p in trace.phases],
