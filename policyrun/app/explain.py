@@ -21,7 +21,7 @@ class ExplainRequest:
 
 
 @dataclass(frozen=True)
-class ExplainedPhase:
+class PhaseChecks:
     phase: PhaseRecord
     checks: list[CheckRecord]  # those the text explains
 
@@ -30,7 +30,7 @@ class ExplainedPhase:
 class ExplainResult:
     trace: Trace  # with the values it summarises read whole from values/ beside it
     text: str  # what `policyrun explain` prints (the banner first, when forced over inconsistencies)
-    phases: list[ExplainedPhase]  # the selection the text makes, as records
+    phases: list[PhaseChecks]  # the selection the text makes, as records
     inconsistencies: list[str]  # with force: what the trace contradicts
 
 
@@ -52,6 +52,6 @@ def explain(request: ExplainRequest, access: PathCheck | None = None) -> Explain
     chosen = [p for p in trace.phases if request.phase is None or p.phase == request.phase]
     if request.failures_only:
         chosen = [p for p in chosen if p.status in FAILING]
-    phases = [ExplainedPhase(p, [c for c in p.evidence if not request.failures_only or is_decisive(c)])
+    phases = [PhaseChecks(p, [c for c in p.evidence if not request.failures_only or is_decisive(c)])
               for p in chosen]
     return ExplainResult(trace, text, phases, problems)
