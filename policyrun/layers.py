@@ -46,6 +46,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Re-evaluating a claim and signing statements about it; running a rulebook's own tests.
     ("audit", ("policyrun.verify", "policyrun.ruletest", "policyrun.casefilter",
                "policyrun.testreport")),
+    # The use cases both interfaces call, with typed requests and results: lint, collect, evaluate,
+    # explain, next actions, probe descriptions, expressions, evidence files, reports, verify.
+    # Never imports an interface: the CLI and the MCP server share this, not each other's helpers.
+    ("application", ("policyrun.app", "policyrun.app.*")),
     # What users and agents call: the CLI, its commands, the MCP server, generated schemas.
     ("interfaces", ("policyrun.__main__", "policyrun.cli", "policyrun.commands", "policyrun.commands.*",
                     "policyrun.mcp", "policyrun.mcp.*", "policyrun.schemas")),

@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from policyrun.errors import EXIT_FAIL, EXIT_OK
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("diff", help="compare two traces: changed statuses and checks",
@@ -25,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.render.diff import diff_traces, render_diff_json, render_diff_text
-    from policyrun.trace import load_trace
+    from policyrun.app.diff import DiffRequest, diff
+    from policyrun.render.diff import render_diff_json, render_diff_text
 
-    diff = diff_traces(load_trace(args.old, force=args.force), load_trace(args.new, force=args.force))
-    sys.stdout.write(render_diff_json(diff) if args.json else render_diff_text(diff))
-    return EXIT_FAIL if diff["changed"] else EXIT_OK
+    result = diff(DiffRequest(args.old, args.new, force=args.force))
+    sys.stdout.write(render_diff_json(result.diff) if args.json else render_diff_text(result.diff))
+    return result.exit_code

@@ -12,11 +12,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
-from policyrun.errors import Location, UsageError
-
-EVAL_ID = "__eval__"  # the expression's slot among the derived values (not a valid rulebook id)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,119 +34,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def _caret(source: str, line: int, column: int) -> str:
-    from policyrun.expr import caret
-
-    return "\n" + caret(source, line, column)
-
-
-def compile_or_explain(source: str) -> Any:
-    """The compiled expression, or a usage error pointing at the offending character."""
-    from policyrun.expr import ExprError, compile_expr
-
-    try:
-        return compile_expr(source)
-    except ExprError as exc:
-        raise UsageError(exc.message + _caret(source, exc.line, exc.column), code=exc.code,
-                         location=Location("<expression>", exc.line, exc.column)) from None
-
-
-def _context(args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
-    """(rulebook model, mode, inputs) from --rulebook/--mode/--inputs/--set."""
-    from policyrun.model import Rulebook
-
-    if args.rulebook:
-        from policyrun.engine import load_checked
-        from policyrun.inputs import resolve_inputs, select_mode
-
-        rb = load_checked(args.rulebook)
-        return rb.model, select_mode(rb.model, args.mode), resolve_inputs(rb.model, args.sets, args.inputs)
-    from policyrun.inputs import parse_sets
-
-    inputs: dict[str, Any] = {}
-    if args.inputs is not None:
-        from policyrun.errors import PolicyrunError
-        from policyrun.yamlsource import load_yaml_file
-
-        try:
-            data, _ = load_yaml_file(args.inputs)
-        except PolicyrunError as exc:
-            raise UsageError(exc.message, code=exc.code, location=exc.location) from None
-        if data is not None and not isinstance(data, dict):
-            raise UsageError("an inputs file is a mapping of input name to value", code="U006",
-                             location=Location(str(args.inputs), 1, 1))
-        inputs.update(data or {})
-    inputs.update(parse_sets(args.sets))  # strings: without a rulebook there are no declared types
-    empty = Rulebook.model_construct(policyrun=1, name="eval", version="0", inputs={}, vars={}, probes={},
-                                     derive={}, modes={}, phases=[], verdicts=[])
-    return empty, args.mode or "", inputs
-
-
-def evaluate_expression(source: str, rulebook: Any, mode: str, inputs: dict[str, Any], facts: Any
-                        ) -> dict[str, Any]:
-    """The expression's value (and what it read) over `facts`, as a derived value of `rulebook`."""
-    from policyrun.functions.factstatus import fact_status
-    from policyrun.guard import run_guarded
-    from policyrun.derive import derive_values
-    from policyrun.expreval import EvalContext, fact_status_of
-    from policyrun.model import Derived
-
-    compiled = compile_or_explain(source)
-    unknown = sorted(compiled.derived - set(rulebook.derive))
-    if unknown:
-        import difflib
-
-        hint = difflib.get_close_matches(unknown[0], list(rulebook.derive), n=1)
-        line, column = compiled.column_of(f"derived.{unknown[0]}") or (1, 1)
-        known = f"; did you mean {hint[0]!r}?" if hint else (
-            f"; derived values: {', '.join(rulebook.derive)}" if rulebook.derive else
-            " (derived values come from a rulebook: pass --rulebook)")
-        raise UsageError(f"reads derived.{unknown[0]}, which is not declared{known}" + _caret(source, line, column),
-                         code="L022", location=Location("<expression>", line, column))
-    spec = Derived.model_construct(value=source, description="", modes=None)
-    model = rulebook.model_copy(update={"derive": {**rulebook.derive, EVAL_ID: spec}})
-
-    def run() -> dict[str, Any]:
-        status = fact_status_of(facts)
-        ctx = EvalContext(model, mode, inputs, facts, tainted=status.tainted)  # as evaluate computes them
-        ctx.variables = {"facts": facts.values(), "inputs": dict(inputs), "vars": dict(model.vars), "mode": mode,
-                         "phases": {}, "derived": {}}
-        with fact_status(status):
-            records = derive_values(ctx)
-        record = next(r for r in records if r["id"] == EVAL_ID)
-        ok = record["error"] is None
-        return {"expression": source, "mode": mode, "ok": ok,
-                "value": ctx.variables["derived"].get(EVAL_ID) if ok else None,
-                "error": record["error"], "reads": record["reads"], "facts": record["facts"]}
-
-    facts.values()  # computed before the guard forks, as evaluate does
-    return run_guarded(run)
-
-
 def run(args: argparse.Namespace) -> int:
+    from policyrun.app.expression import EvalRequest, evaluate_request
     from policyrun.errors import terminal_text
-    from policyrun.facts import load_facts, merge_facts
-
-    compile_or_explain(args.expression)  # before any file is read: the cheapest error first
-    facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
-    rulebook, mode, inputs = _context(args)
-    result = evaluate_expression(args.expression, rulebook, mode, inputs, facts)
-    from policyrun.inputs import mask_trace_record
     from policyrun.safetext import json_controls
 
-    # A secret input's text is masked in what is printed, as in a trace; the expression saw it.
-    result = mask_trace_record({**result, "inputs": {}}, rulebook, inputs)
-    del result["inputs"]
-
+    result = evaluate_request(EvalRequest(args.expression, tuple(args.facts), rulebook=args.rulebook, mode=args.mode,
+                                          sets=tuple(args.sets), inputs_file=args.inputs))
     # Values come from facts: the JSON printed is the same value, inert on a terminal and in a CI log.
     if args.json:
-        sys.stdout.write(json_controls(json.dumps(result, indent=2, ensure_ascii=False, default=str)) + "\n")
-    elif result["ok"]:
-        sys.stdout.write(json_controls(json.dumps(result["value"], indent=2, ensure_ascii=False, default=str)) + "\n")
-    if not result["ok"]:
-        missing = [r for r in result["reads"] if r.get("missing")]
-        lines = [f"policyrun: no value: {result['error']}"]
+        sys.stdout.write(json_controls(json.dumps(result.as_json(), indent=2, ensure_ascii=False, default=str)) + "\n")
+    elif result.ok:
+        sys.stdout.write(json_controls(json.dumps(result.value, indent=2, ensure_ascii=False, default=str)) + "\n")
+    if not result.ok:
+        missing = [r for r in result.reads if r.get("missing")]
+        lines = [f"policyrun: no value: {result.error}"]
         lines += [f"  {r['path']}: {r.get('error') or 'missing'}" for r in missing]
         sys.stderr.write(terminal_text("\n".join(lines)) + "\n")
-        return 1
-    return 0
+    return result.exit_code

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from policyrun.errors import UsageError
+if TYPE_CHECKING:
+    from policyrun.app.binding import RulebookRequest
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,66 +57,22 @@ def add_rulebook_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", type=Path, metavar="FILE", help="YAML or JSON file of inputs")
 
 
+def rulebook_request(args: argparse.Namespace) -> RulebookRequest:
+    """RULEBOOK --mode --set --inputs, as the application layer takes them."""
+    from policyrun.app.binding import RulebookRequest
+
+    return RulebookRequest(args.rulebook, args.mode, tuple(args.sets), args.inputs)
+
+
 def run(args: argparse.Namespace) -> int:
-    from policyrun.engine import evaluate, load_checked
-    from policyrun.facts import load_facts, merge_facts
-    from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.app.evaluate import EvaluateRequest, evaluate
 
-    rb = load_checked(args.rulebook)
-    mode = select_mode(rb.model, args.mode)
-    inputs = resolve_inputs(rb.model, args.sets, args.inputs)
-    from policyrun.render import check_formats, write_run
-    from policyrun.render.templatefiles import rulebook_templates
-
-    templates = rulebook_templates(rb.model, rb.file_of(("report",))) if args.format else None
-    formats = check_formats([args.format], templates)  # before any probe runs
-    from policyrun.commands.report import format_options
-
-    options = format_options(args, formats)
-    waivers = _waivers(args.waivers, args.as_of)  # checked before any probe runs
-    baseline = None
-    if args.baseline is not None:
-        from policyrun.baseline import load_baseline
-
-        baseline = load_baseline(args.baseline)  # checked before any probe runs
-    notes: dict[str, object] = {}
-    if args.facts:
-        facts = merge_facts((str(p), load_facts(p)) for p in args.facts)
-        notes = _check_snapshot(rb, mode, inputs, facts, allow=args.allow_stale_facts)
-    else:
-        from policyrun.collect import collect
-
-        from policyrun.engine import check_locations
-
-        facts = collect(rb.model, mode, inputs, base_dir=Path.cwd(), rulebook_dir=rb.file_of(("schemas",)).parent,
-                        locations=check_locations(rb))
-    kept = None
-    if args.keep_facts:
-        # Evaluated over the snapshot exactly as written (secret inputs masked, as `collect -o` writes
-        # it; keys in the file's order), so the trace's facts_sha256 is the kept file's digest and a
-        # later --baseline or verify can check one against the other.
-        from policyrun.facts import FactsSnapshot
-        from policyrun.inputs import mask_snapshot
-
-        kept = mask_snapshot(facts, rb.model, inputs).to_json()
-        facts = FactsSnapshot.model_validate_json(kept)
-    from policyrun.tracevalues import VALUES, index_text, keeping_values
-
-    # Values the trace summarises are kept whole in --out/values/, by checksum (policyrun.tracevalues).
-    with keeping_values(args.out / VALUES):
-        trace = evaluate(rb, mode=mode, inputs=inputs, facts=facts, timestamp=not args.no_timestamp, notes=notes,
-                         fail_on_warn=args.fail_on == "warn", waivers=waivers, baseline=baseline)
-    index = index_text(trace, args.out / VALUES)
-    if index is not None:
-        (args.out / VALUES).mkdir(parents=True, exist_ok=True)  # it holds index.json even when nothing fit
-
-    # Rendered first, then written atomically under the folder's lock (policyrun.outfiles).
-    from policyrun.render import rulebook_context
-
-    written = write_run(trace, formats, args.out, rulebook_templates=templates, options=options,
-                        context=rulebook_context(rb.model),
-                        extra={**({"facts.json": kept} if kept is not None else {}),
-                               **({f"{VALUES}/index.json": index} if index is not None else {})})
+    result = evaluate(EvaluateRequest(
+        rulebook=rulebook_request(args), facts_files=tuple(args.facts), out_dir=args.out, formats=(args.format,),
+        junit_include_outside_mode=args.junit_include_outside_mode, sarif_located_only=args.sarif_located_only,
+        waivers=args.waivers, as_of=args.as_of, baseline=args.baseline, fail_on_warn=args.fail_on == "warn",
+        allow_stale_facts=args.allow_stale_facts, keep_facts=args.keep_facts, timestamp=not args.no_timestamp))
+    trace = result.trace
     from policyrun.render.console import print_trace
 
     print_trace(trace, quiet=args.quiet, as_json=args.json)
@@ -125,51 +82,5 @@ def run(args: argparse.Namespace) -> int:
         for warning in trace.waivers.get("warnings", []):
             sys.stderr.write(terminal_text(f"policyrun: warning: {warning}") + "\n")
     if not args.json and not args.quiet:
-        sys.stderr.write("wrote " + ", ".join(str(p) for p in written) + "\n")
-    return trace.exit_code
-
-
-def _check_snapshot(rb: Any, mode: str, inputs: dict[str, Any], facts: Any, *, allow: bool) -> dict[str, object]:
-    """Refuse facts this rulebook would not have collected (another probe kind, other parameters):
-    replaying them would evaluate a different question than the one the trace claims to answer."""
-    from policyrun.collect import stale_facts
-
-    from policyrun.engine import check_locations
-
-    stale = stale_facts(rb.model, mode, inputs, facts, check_locations(rb))
-    if not stale:
-        return {}
-    if allow:
-        return {"stale_facts": stale}
-    lines = "\n".join(f"  {s['probe']}: {s['reason']}" for s in stale[:10])
-    more = f"\n  ... and {len(stale) - 10} more" if len(stale) > 10 else ""
-    raise UsageError(f"the facts do not match rulebook {rb.display} in mode {mode} with these inputs "
-                     f"({len(stale)} probe(s)):\n{lines}{more}\ncollect them again with `policyrun collect`, "
-                     "or pass --allow-stale-facts to evaluate them anyway (the trace records it)", code="F005")
-
-
-def _waivers(path: Path | None, as_of: str | None) -> Any:
-    if path is None:
-        if as_of is not None:
-            raise UsageError("--as-of applies to --waivers", code="U003")
-        return None
-    from datetime import UTC, date, datetime
-
-    from policyrun.errors import Location
-    from policyrun.waivers import Waivers, as_of_refusal, file_sha256, load_waivers_file
-
-    today = datetime.now(UTC).date()
-    if as_of is None:
-        day = today
-    else:
-        try:
-            day = date.fromisoformat(as_of)
-        except ValueError:
-            raise UsageError(f"--as-of expects YYYY-MM-DD, got {as_of!r}", code="U003") from None
-    parsed, sources, issued_at = load_waivers_file(path)
-    # A past --as-of would apply a waiver that has expired: bounded by the file's date (waivers.py).
-    refusal = as_of_refusal(day, today, parsed.issued) if as_of is not None else None
-    if refusal is not None:
-        raise UsageError(refusal, code="U003", location=issued_at or Location(str(path), 1, 1))
-    return Waivers(list(parsed.waivers), sources, as_of=day, as_of_given=as_of is not None, file=str(path),
-                   sha256=file_sha256(path))
+        sys.stderr.write("wrote " + ", ".join(str(p) for p in result.written) + "\n")
+    return result.exit_code

@@ -24,15 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.errors import terminal_text
-    from policyrun.render.explain import render_explain
-    from policyrun.traceconsistency import banner_lines, inconsistencies
-    from policyrun.tracevalues import load_trace_values
+    from policyrun.app.explain import ExplainRequest, explain
 
-    trace = load_trace_values(args.trace, force=args.force)
-    text = render_explain(trace, phase=args.phase, failures=args.failures)
-    if args.force and (problems := inconsistencies(trace)):
-        text = terminal_text("\n".join(banner_lines(problems))) + "\n\n" + text
-        sys.stderr.write(f"policyrun: warning: INCONSISTENT TRACE explained with --force ({len(problems)} problem(s))\n")
-    sys.stdout.write(text)
+    result = explain(ExplainRequest(args.trace, phase=args.phase, failures_only=args.failures, force=args.force))
+    if result.inconsistencies:
+        sys.stderr.write(f"policyrun: warning: INCONSISTENT TRACE explained with --force "
+                         f"({len(result.inconsistencies)} problem(s))\n")
+    sys.stdout.write(result.text)
     return 0

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from policyrun.errors import EXIT_OK, UsageError
+from policyrun.app.probes import ParamDescription, ProbeDescription, type_text
+from policyrun.errors import EXIT_OK
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,31 +20,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("kind", nargs="?", help="show this kind in full")
     p.add_argument("--json", action="store_true", help="print the kinds as JSON, schemas included")
     p.set_defaults(func=run)
-
-
-def _type_text(schema: Mapping[str, Any]) -> str:
-    if "enum" in schema:
-        return "|".join(json.dumps(v) if not isinstance(v, str) else v for v in schema["enum"])
-    t = schema.get("type", "any")
-    return "|".join(t) if isinstance(t, list) else str(t)
-
-
-def params_of(probe: Any) -> list[dict[str, Any]]:
-    schema = probe.params_schema
-    required = set(schema.get("required", []))
-    return [{"name": name, "type": _type_text(prop), "required": name in required, "default": prop.get("default"),
-             "description": prop.get("description", "")}
-            for name, prop in schema.get("properties", {}).items()]
-
-
-def shape(schema: Mapping[str, Any]) -> str:
-    """A one-line picture of a fact: `{a, b, c}`, `[{path, head}]`, or the schema's description."""
-    if "properties" in schema:
-        return "{" + ", ".join(schema["properties"]) + "}"
-    items = schema.get("items")
-    if schema.get("type") == "array" and isinstance(items, Mapping):
-        return f"[{shape(items)}]"
-    return str(schema.get("description") or _type_text(schema))
 
 
 _MAX_DEPTH = 6
@@ -61,7 +36,7 @@ def fact_fields(schema: Mapping[str, Any], prefix: str = "", depth: int = 0) -> 
             if not isinstance(sub, Mapping):
                 continue
             path = f"{prefix}{name}"
-            lines.append(f"    {path} ({_type_text(sub)})  {sub.get('description', '')}".rstrip())
+            lines.append(f"    {path} ({type_text(sub)})  {sub.get('description', '')}".rstrip())
             lines += _below(sub, path, depth)
     return lines
 
@@ -75,50 +50,36 @@ def _below(sub: Mapping[str, Any], path: str, depth: int) -> list[str]:
         if extra.get("properties"):
             return fact_fields(extra, f"{path}.<key>.", depth + 1)
         if extra.get("type") or extra.get("items"):
-            lines = [f"    {path}.<key> ({_type_text(extra)})  {extra.get('description', '')}".rstrip()]
+            lines = [f"    {path}.<key> ({type_text(extra)})  {extra.get('description', '')}".rstrip()]
             return lines + _below(extra, f"{path}.<key>", depth + 1)
     if sub.get("properties"):
         return fact_fields(sub, f"{path}.", depth + 1)
     return []
 
 
-def side_effects_of(probe: Any) -> list[str]:
-    try:
-        return sorted(probe.side_effects({}))
-    except Exception:  # some probes need parameters to say; the listing must not fail over it
-        return ["(depends on parameters)"]
+def _param_line(p: ParamDescription) -> str:
+    default = f", default {json.dumps(p.default)}" if p.default is not None else ""
+    return f"{p.name}{'*' if p.required else ''} ({p.type}{default})"
 
 
-def describe(probe: Any) -> dict[str, Any]:
-    return {"kind": probe.kind, "summary": probe.summary, "side_effects": side_effects_of(probe),
-            "params": params_of(probe), "params_schema": dict(probe.params_schema),
-            "fact_schema": dict(probe.fact_schema)}
-
-
-def _param_line(p: Mapping[str, Any]) -> str:
-    default = f", default {json.dumps(p['default'])}" if p["default"] is not None else ""
-    return f"{p['name']}{'*' if p['required'] else ''} ({p['type']}{default})"
-
-
-def plain(probes: list[Any], *, full: bool) -> str:
+def plain(probes: list[ProbeDescription], *, full: bool) -> str:
     lines: list[str] = []
-    for probe in probes:
-        d = describe(probe)
-        lines.append(f"{d['kind']}  {d['summary']}")
+    for d in probes:
+        lines.append(f"{d.kind}  {d.summary}")
         if full:
             lines.append("  with:")
-            lines += [f"    {_param_line(p)}  {p['description']}".rstrip() for p in d["params"]] or ["    (none)"]
-            lines.append(f"  facts: {shape(probe.fact_schema)}")
-            lines += fact_fields(probe.fact_schema)
+            lines += [f"    {_param_line(p)}  {p.description}".rstrip() for p in d.params] or ["    (none)"]
+            lines.append(f"  facts: {d.facts_shape}")
+            lines += fact_fields(d.fact_schema)
         else:
-            lines.append("  with:  " + (", ".join(_param_line(p) for p in d["params"]) or "(none)"))
-            lines.append(f"  facts: {shape(probe.fact_schema)}")
-        lines.append(f"  side effects: {', '.join(d['side_effects']) or 'none'}")
+            lines.append("  with:  " + (", ".join(_param_line(p) for p in d.params) or "(none)"))
+            lines.append(f"  facts: {d.facts_shape}")
+        lines.append(f"  side effects: {', '.join(d.side_effects) or 'none'}")
         lines.append("")
     return "\n".join(lines)
 
 
-def _table(probes: list[Any]) -> None:
+def _table(probes: list[ProbeDescription]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -128,28 +89,19 @@ def _table(probes: list[Any]) -> None:
                   show_lines=True)
     for col in ("kind", "with", "facts", "side effects"):
         table.add_column(col, overflow="fold")
-    for probe in probes:
-        d = describe(probe)
-        table.add_row(f"[bold]{escape(d['kind'])}[/]\n[dim]{escape(d['summary'])}[/]",
-                      escape("\n".join(_param_line(p) for p in d["params"]) or "—"),
-                      escape(shape(probe.fact_schema)), ", ".join(d["side_effects"]) or "none")
+    for d in probes:
+        table.add_row(f"[bold]{escape(d.kind)}[/]\n[dim]{escape(d.summary)}[/]",
+                      escape("\n".join(_param_line(p) for p in d.params) or "—"),
+                      escape(d.facts_shape), ", ".join(d.side_effects) or "none")
     Console().print(table, highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.probes.registry import registry
+    from policyrun.app.probes import describe_probes
 
-    kinds = registry()
-    if args.kind:
-        if args.kind not in kinds:
-            hint = difflib.get_close_matches(args.kind, list(kinds), n=1)
-            extra = f"did you mean {hint[0]!r}? " if hint else ""
-            raise UsageError(f"no probe kind {args.kind!r}; {extra}run `policyrun probes` to list them", code="U008")
-        probes = [kinds[args.kind]]
-    else:
-        probes = [kinds[k] for k in sorted(kinds)]
+    probes = describe_probes(args.kind or None)
     if args.json:
-        sys.stdout.write(json.dumps([describe(p) for p in probes], indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps([d.as_json() for d in probes], indent=2, sort_keys=True) + "\n")
     elif sys.stdout.isatty() and not args.kind:
         _table(probes)
     else:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from policyrun.errors import PolicyrunError, UsageError, terminal_text
-
-if TYPE_CHECKING:
-    from policyrun.render import ReportOptions
+from policyrun.errors import terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,123 +52,20 @@ def add_format_options(p: argparse.ArgumentParser) -> None:
                    help="sarif: leave out results with no location (GitHub code scanning refuses a file with any)")
 
 
-def format_options(args: argparse.Namespace, formats: list[str], base: Path | None = None) -> ReportOptions:
-    """The ReportOptions the command line asks for; an option for a format not written is a
-    usage error, as a mistyped intent should not pass silently."""
-    from policyrun.render import ReportOptions
-
-    for flag, fmt in (("junit_include_outside_mode", "junit"), ("sarif_located_only", "sarif")):
-        if getattr(args, flag) and fmt not in formats:
-            fix = f"use --format {fmt}" if args.command == "report" else f"add {fmt} to --format"
-            raise UsageError(f"--{flag.replace('_', '-')} applies to the {fmt} report, which this command does not "
-                             f"write; {fix}", code="R009")
-    return ReportOptions(base=base, junit_outside_mode=args.junit_include_outside_mode,
-                         sarif_located_only=args.sarif_located_only)
-
-
-def load_context(path: Path | None) -> dict[str, Any]:
-    """A policy-sized YAML (`.yaml`, `.yml`) or JSON file, through the guarded loaders (bounded size
-    and nesting, no alias bombs, no duplicate keys), errors located."""
-    if path is None:
-        return {}
-    from policyrun import limits
-    from policyrun.errors import Location
-
-    if path.suffix in (".yaml", ".yml"):
-        from policyrun.yamlsource import load_yaml_file
-
-        try:
-            data, _ = load_yaml_file(path)
-        except PolicyrunError as exc:
-            code = "R006" if exc.code in ("Y006", "Y007") else exc.code
-            raise UsageError(f"template context: {exc.message}", code=code, location=exc.location) from None
-    else:
-        from policyrun.jsonfile import parse_json, read_json_text
-
-        text = read_json_text(path, what="template context", code="R006", max_bytes=limits.POLICY_BYTES)
-        data = parse_json(text, str(path), what="template context", code="R006", max_depth=limits.POLICY_DEPTH)
-    if not isinstance(data, dict):
-        raise UsageError("template context must be a mapping (keys become `context.<key>` in templates)",
-                         code="R006", location=Location(str(path)))
-    return data
-
-
 def run(args: argparse.Namespace) -> int:
-    from policyrun.render import ATTESTATIONS, add_banner, render
-    from policyrun.trace import load_trace
-    from policyrun.traceconsistency import inconsistencies
-    from policyrun.tracevalues import expand
+    from policyrun.app.report import ReportRequest, report
 
-    trace = load_trace(args.trace, force=args.force)
-    if args.against is not None and args.format not in ("md", "html"):
-        raise UsageError("--against applies to md and html reports (policyrun diff compares traces as text or "
-                         "JSON)", code="R009")
-    options = format_options(args, [args.format], base=args.base)
-    if args.format in ATTESTATIONS:  # never of an inconsistent trace, --force or not
-        from policyrun.render.intoto import AttestationOptions, attestation_text
-
-        if args.template or args.context:
-            raise UsageError("--template and --context apply to md and html reports", code="R009")
-        opts = AttestationOptions(resource_uri=args.resource_uri, policy_uri=args.policy_uri,
-                                  verifier_id=args.verifier_id, sign_key=args.sign_key)
-        text = attestation_text(trace, args.format, opts, source=args.trace)
-    elif args.sign_key or args.resource_uri or args.policy_uri or args.verifier_id:
-        raise UsageError("--sign-key, --resource-uri, --policy-uri and --verifier-id apply to --format in-toto "
-                         "and vsa", code="R009")
-    else:
-        own_template, own_context = _rulebook_report(trace, args.format)
-        template = args.template or own_template
-        # Values the trace summarises are shown whole where they are kept beside it (values/); an
-        # attestation (above) states the trace exactly as written.
-        whole = expand(trace, args.trace)
-        context = {**own_context, **load_context(args.context), **_against(args.against, whole, args.format)}
-        text = render(whole, args.format, template=template, context=context, options=options)
-    if args.force and (problems := inconsistencies(trace)):
-        text = add_banner(text, args.format, problems)
+    result = report(ReportRequest(
+        args.trace, args.format, output=None if args.output == "-" else Path(args.output), template=args.template,
+        context=args.context, against=args.against, force=args.force, base=args.base,
+        junit_include_outside_mode=args.junit_include_outside_mode, sarif_located_only=args.sarif_located_only,
+        sign_key=args.sign_key, resource_uri=args.resource_uri, policy_uri=args.policy_uri,
+        verifier_id=args.verifier_id))
+    for note in result.notes:
+        sys.stderr.write(terminal_text(f"policyrun: note: {note}") + "\n")
+    if result.inconsistencies:
         sys.stderr.write(terminal_text(f"policyrun: warning: INCONSISTENT TRACE rendered with --force "
-                                       f"({len(problems)} problem(s))\n"))
-    if args.output == "-":
-        sys.stdout.write(text)
-        return 0
-    from policyrun.outfiles import write_file
-
-    write_file(Path(args.output), text, code="R005", fix="choose another -o path")
+                                       f"({len(result.inconsistencies)} problem(s))\n"))
+    if result.written is None:
+        sys.stdout.write(result.text)
     return 0
-
-
-def _rulebook_report(trace: Any, fmt: str) -> tuple[Path | None, dict[str, Any]]:
-    """The template the trace's own rulebook declares for this report (as `evaluate --format` uses)
-    and what it tells every report (`report.hardware_phases`), when that rulebook is found with the
-    very bytes the trace names; else the built-in template and nothing."""
-    if fmt not in ("md", "html") or not trace.rulebook.path:
-        return None, {}
-    from policyrun.errors import PolicyrunError
-    from policyrun.locate import shipped_dir
-    from policyrun.render import rulebook_context
-    from policyrun.render.templatefiles import rulebook_templates
-    from policyrun.rulebook import load_rulebook
-
-    recorded = trace.rulebook.path
-    path = shipped_dir() / recorded.removeprefix("<shipped>/") if recorded.startswith("<shipped>/") else Path(recorded)
-    try:
-        rb = load_rulebook(path)
-        if rb.sha256 != trace.rulebook.sha256:
-            sys.stderr.write(terminal_text(f"policyrun: note: {recorded} has changed since the trace was written; "
-                                           "using the built-in template (pass --template to choose)") + "\n")
-            return None, {}
-        return rulebook_templates(rb.model, rb.file_of(("report",))).get(fmt), rulebook_context(rb.model)
-    except (PolicyrunError, OSError):
-        return None, {}
-
-
-def _against(approved: Path | None, trace: Any, fmt: str) -> dict[str, Any]:
-    """Template context `against`: the review of what changed since the approved trace."""
-    if approved is None:
-        return {}
-    from policyrun.errors import display_path
-    from policyrun.render.diff import render_diff_text, review_diff
-    from policyrun.tracevalues import load_trace_values
-
-    diff = review_diff(load_trace_values(approved), trace)
-    return {"against": {"path": display_path(approved), "changed": diff["changed"], "diff": diff,
-                        "text": render_diff_text(diff)}}

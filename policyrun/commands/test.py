@@ -35,23 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun.casefilter import parse
-    from policyrun.errors import UsageError
-    from policyrun.ruletest import Coverage, Selection, discover, run_suite
-    from policyrun.testreport import Outcome, render_json, render_junit
+    from policyrun.app.ruletests import RuleTestRequest, run_tests
+    from policyrun.testreport import render_json, render_junit
 
-    selection = Selection(parse(args.select)) if args.select is not None else None
-    coverage = Coverage()
-    results: list[CaseResult] = []
-    for path in discover(args.paths):
-        found = run_suite(path, coverage, selection)
-        results.extend(found)
-        if args.format == "text":  # streamed file by file; json and junit are written whole
-            _write_cases(found)
-    if selection is not None and not results:
-        raise UsageError(f"-k {args.select!r} selects none of the {selection.deselected} case(s) in "
-                         f"{', '.join(args.paths)}; give text that case names contain", code="U010")
-    outcome = Outcome(results, coverage, args.min_coverage, selection.deselected if selection else 0)
+    # Text is streamed file by file; json and junit are written whole.
+    outcome = run_tests(RuleTestRequest(tuple(args.paths), args.select, args.min_coverage),
+                        on_suite=_write_cases if args.format == "text" else None)
     if args.format == "json":
         sys.stdout.write(render_json(outcome))
     elif args.format == "junit":

@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from policyrun.errors import EXIT_FAIL, EXIT_OK, UsageError, terminal_text
+from policyrun.errors import EXIT_FAIL, EXIT_OK, terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,44 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from policyrun import dsse
-    from policyrun.verify import Request, read_claim_file, verify_envelope, verify_trace
+    from policyrun.app.verify import VerifyRequest, verify
 
-    request = Request(facts=list(args.facts), rulebook=args.rulebook, inputs_file=args.inputs, sets=list(args.sets),
-                      allow_stale=args.allow_stale_facts, waivers=args.waivers, pins=_pins(args))
-    if request.pins and request.pins.refs and not request.facts:
-        raise UsageError("--ref is checked against the facts: pass the facts snapshot with --facts FILE", code="V004")
-    data = read_claim_file(args.file)
-    if dsse.is_envelope(data):
-        outcome = verify_envelope(args.file, data, args.key, request, args.trace)
-    elif isinstance(data, dict) and str(data.get("_type", "")).startswith("https://in-toto.io/Statement/"):
-        raise UsageError("this is an unsigned in-toto statement, which anyone could have written; verify a signed "
-                         "one (report --sign-key KEY.pem), or the trace it was made from", code="V005")
-    else:
-        if args.key or args.trace:
-            raise UsageError("--key and --trace apply to a DSSE envelope; FILE is a trace (verify it with --facts)",
-                             code="V009")
-        outcome = verify_trace(args.file, request)
+    outcome = verify(VerifyRequest(args.file, facts=tuple(args.facts), rulebook=args.rulebook, inputs_file=args.inputs,
+                                   sets=tuple(args.sets), allow_stale_facts=args.allow_stale_facts,
+                                   waivers=args.waivers, keys=tuple(args.key),
+                                   rulebook_sha256=tuple(args.rulebook_sha256), refs=tuple(args.refs),
+                                   trace=args.trace))
     for note in outcome.notes:
         sys.stderr.write(terminal_text(f"policyrun: note: {note}\n"))
     sys.stdout.write(terminal_text("".join(f"{line}\n" for line in outcome.lines)))
     return EXIT_OK if outcome.ok else EXIT_FAIL
-
-
-def _pins(args: argparse.Namespace) -> Any:
-    import re
-
-    from policyrun.verify import Pins
-
-    hexes = [h.lower() for h in args.rulebook_sha256]
-    for h in hexes:
-        if not re.fullmatch(r"[0-9a-f]{64}", h):
-            raise UsageError(f"--rulebook-sha256 expects 64 hex digits, got {h!r}", code="U003")
-    refs: dict[str, str] = {}
-    for item in args.refs:
-        name, eq, sha = item.partition("=")
-        if not eq or not name or not re.fullmatch(r"[0-9a-fA-F]{7,64}", sha):
-            raise UsageError(f"--ref expects NAME=COMMIT (a hex commit id, at least 7 digits), got {item!r}",
-                             code="U003")
-        refs[name] = sha.lower()
-    return Pins(hexes, refs) if hexes or refs else None

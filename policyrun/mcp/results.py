@@ -3,15 +3,23 @@
 Every result carries `exit_code` with the CLI's meaning (docs/cli.md) and, when the call itself
 was wrong (exit 3) or policyrun failed (exit 4), `error` instead of a traceback. Fields other than
 those two have defaults so that an error result is valid against the same schema.
+
+Models that show a record of the trace (a verdict, a phase, a check, a value read) are views of
+that record (policyrun.trace): each names its record in `TRACE_RECORDS`, takes the record's own
+field names, and is built from a record by `of`, which copies every field the two share; the
+fields only a view has (a large read's `truncated`, a check's `probes`) are listed in
+`VIEW_ONLY`. tests/test_mcp_results.py holds each view to its record, so a field renamed in the
+trace cannot silently vanish from the MCP answers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
 from policyrun.errors import Finding, PolicyrunError
+from policyrun.trace import CheckRecord, PhaseRecord, Read, VerdictRecord
 
 
 class Located(BaseModel):
@@ -74,12 +82,24 @@ class RulebookResult(ToolResult):
     rulebook_sha256: str = Field(default="", description="sha256 of the rulebook file's bytes.")
 
 
-class VerdictOut(BaseModel):
+class RecordView(BaseModel):
+    """A view of one trace record: the fields it shares with the record, copied by `of`."""
+
+    @classmethod
+    def of(cls, record: Any, **given: Any) -> Self:
+        """The view of `record`; `given` are the fields computed for the view (its own, or a
+        shared one shown as another view, such as a check's reads)."""
+        shared = {name: getattr(record, name) for name in cls.model_fields
+                  if name not in given and hasattr(record, name)}
+        return cls(**shared, **given)
+
+
+class VerdictOut(RecordView):
     id: str
     summary: str = ""
 
 
-class PhaseOut(BaseModel):
+class PhaseOut(RecordView):
     phase: str
     title: str = ""
     status: str = Field(description="PASS, WARN, FAIL, BLOCKED, STOPPED or SKIPPED.")
@@ -123,7 +143,7 @@ class EvaluateResult(RulebookResult):
     seconds: float = Field(default=0.0, description="Wall time of the call, collection included.")
 
 
-class ReadOut(BaseModel):
+class ReadOut(RecordView):
     path: str
     value: Any = None
     missing: bool = False
@@ -132,7 +152,7 @@ class ReadOut(BaseModel):
                                                        "text; the trace has all of it.")
 
 
-class CheckOut(BaseModel):
+class CheckOut(RecordView):
     id: str
     kind: str
     result: str = Field(description="SATISFIED, UNSATISFIED, UNKNOWN, NOT_APPLICABLE or NOT_EVALUATED.")
@@ -157,7 +177,7 @@ class ExplainResult(RulebookResult):
     inconsistencies: list[str] = Field(default_factory=list, description="With force: what the trace contradicts.")
 
 
-class NextAction(BaseModel):
+class NextAction(RecordView):
     phase: str
     title: str = ""
     status: str
@@ -213,3 +233,15 @@ class CollectResult(RulebookResult):
     errors: int = 0
     probes: list[ProbeOutcome] = Field(default_factory=list)
     seconds: float = 0.0
+
+
+# Each view of a trace record, the record it shows, and the fields only the view has.
+TRACE_RECORDS: dict[type[RecordView], type[Any]] = {
+    VerdictOut: VerdictRecord, PhaseOut: PhaseRecord, ExplainedPhase: PhaseRecord, NextAction: PhaseRecord,
+    CheckOut: CheckRecord, ReadOut: Read,
+}
+VIEW_ONLY: dict[type[RecordView], frozenset[str]] = {
+    ReadOut: frozenset({"truncated"}),  # the start of a large value's JSON: the trace keeps all of it
+    CheckOut: frozenset({"probes"}),  # the probes behind a check: its facts, then the probes its reads name
+    ExplainedPhase: frozenset({"checks"}),  # the checks explained: a selection of the phase's evidence
+}

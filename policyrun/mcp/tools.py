@@ -1,11 +1,10 @@
 """The MCP tools as plain functions: arguments in, a result model out, never an exception.
 
-Each one does what its CLI command does, through the same library calls (and the commands' own
-helpers where the CLI keeps a rule in one place, so both refuse the same things with the same
-codes), minus printing: stdout is the MCP wire. A `PolicyrunError` becomes `exit_code` 3 with the
-located error; anything else becomes exit 4 with a log file, as `policyrun.cli.main` does.
-Given `roots` (the server always gives them), every path a tool reads or writes is checked against
-them first (policyrun.mcp.roots).
+Each one calls the same use case as its CLI command (policyrun.app), so both refuse the same
+things with the same codes, minus printing: stdout is the MCP wire. A `PolicyrunError` becomes
+`exit_code` 3 with the located error; anything else becomes exit 4 with a log file, as
+`policyrun.cli.main` does. Given `roots` (the server always gives them), every path a tool reads
+or writes is checked against them first (policyrun.mcp.roots).
 """
 
 from __future__ import annotations
@@ -17,14 +16,20 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from policyrun.errors import EXIT_BLOCKED, EXIT_INTERNAL, EXIT_OK, PolicyrunError, UsageError
-from policyrun.mcp.roots import Roots
+from policyrun.errors import EXIT_INTERNAL, EXIT_OK, PolicyrunError
 from policyrun.mcp.results import (CheckOut, CollectResult, ErrorOut, EvaluateResult, ExplainedPhase, ExplainResult,
                                    FactErrorOut, FactsUsed, FieldOut, FindingOut, LintResult, NextAction,
                                    NextActionsResult, ParamOut, PhaseOut, ProbeKindOut, ProbeOutcome, ProbesResult,
                                    ReadOut, ToolResult, VerdictOut)
+from policyrun.mcp.roots import Roots
+
+if TYPE_CHECKING:
+    from policyrun.app.binding import RulebookRequest
+    from policyrun.app.collect import ProbeRun
+    from policyrun.rulebook import LoadedRulebook
+    from policyrun.trace import Trace
 
 R = TypeVar("R", bound=ToolResult)
 
@@ -53,107 +58,55 @@ def answer(result_type: type[R], body: Callable[[], R]) -> R:
 
 def lint(paths: list[str], roots: Roots | None = None) -> LintResult:
     def body() -> LintResult:
-        from policyrun.commands.lint import lint_paths  # the CLI's rule for folders and shipped names
-        from policyrun.locate import is_path_form, shipped_rulebooks
+        from policyrun.app.lint import LintRequest, lint as run_lint
 
-        for arg in paths:
-            if roots is not None and (is_path_form(arg) or arg not in shipped_rulebooks()):
-                roots.check(arg, "path")
-        files, findings = lint_paths(paths, allow=(lambda f: roots.check(f, "rulebook")) if roots else None)
-        errors = sum(f.severity == "error" for f in findings)
-        return LintResult(exit_code=1 if errors else EXIT_OK, files=[str(f) for f in files], errors=errors,
-                          warnings=len(findings) - errors, findings=[FindingOut.of(f) for f in findings])
+        result = run_lint(LintRequest(tuple(paths)), roots)
+        return LintResult(exit_code=result.exit_code, files=[str(f) for f in result.files], errors=result.errors,
+                          warnings=result.warnings, findings=[FindingOut.of(f) for f in result.findings])
 
     return answer(LintResult, body)
 
 
 # --- collect and evaluate -------------------------------------------------------------------------
 
-def _bind(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | None,
-          inputs_file: str | None, roots: Roots | None) -> tuple[Any, str, dict[str, Any]]:
-    from policyrun.engine import load_checked
-    from policyrun.inputs import resolve_inputs, select_mode
-    from policyrun.locate import is_path_form, resolve_ref
+def _rulebook(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] | None,
+              inputs_file: str | None) -> RulebookRequest:
+    from policyrun.app.binding import RulebookRequest
 
-    if roots and rulebook is not None and is_path_form(rulebook):
-        roots.check(rulebook, "rulebook")  # before resolving: an error must not tell what exists outside
-    path = resolve_ref(rulebook)  # a bare name is a shipped rulebook, whatever files are here
-    if roots:
-        roots.check(path, "rulebook")
-        if inputs_file:
-            roots.check(inputs_file, "inputs_file")
-    rb = load_checked(path)
-    chosen = select_mode(rb.model, mode)
-    bound = resolve_inputs(rb.model, (), Path(inputs_file) if inputs_file else None, values=dict(inputs or {}))
-    return rb, chosen, bound
+    return RulebookRequest(rulebook, mode, (), inputs_file or None, dict(inputs or {}))
 
 
-def _check_path_inputs(rb: Any, bound: dict[str, Any], roots: Roots | None) -> None:
-    """The folders the probes will read, as given to this call (a rulebook's own defaults are its own)."""
-    for name, spec in rb.model.inputs.items():
-        value = bound.get(name)
-        if roots and spec.type == "path" and isinstance(value, str) and value and value != spec.default:
-            roots.check(value, f"input {name}")
-
-
-def _used(rb: Any) -> dict[str, Any]:
+def _used(rb: LoadedRulebook) -> dict[str, Any]:
     from policyrun.locate import SHIPPED_PREFIX
 
     return {"rulebook": rb.display, "rulebook_shipped": rb.display.startswith(SHIPPED_PREFIX),
             "rulebook_sha256": rb.sha256}
 
 
-def _recorded(trace: Any) -> dict[str, Any]:
+def _recorded(trace: Trace) -> dict[str, Any]:
     ref = trace.rulebook
     return {"rulebook": ref.path or ref.name, "rulebook_shipped": ref.shipped, "rulebook_sha256": ref.sha256}
 
 
-def _outcomes(facts: Any, *, failed_only: bool) -> list[ProbeOutcome]:
-    out = []
-    for pid, fact in facts.facts.items():
-        if failed_only and fact.ok:
-            continue
-        err = fact.error
-        out.append(ProbeOutcome(probe=pid, kind=fact.provenance.kind, ok=fact.ok,
-                                error=FactErrorOut(code=err.code, message=err.message) if err else None,
-                                duration_s=fact.provenance.duration_s))
-    return out
-
-
-def _collect(rb: Any, mode: str, inputs: dict[str, Any], progress: Any, only: set[str] | None = None) -> Any:
-    from policyrun.collect import collect as run_probes
-
-    return run_probes(rb.model, mode, inputs, base_dir=Path.cwd(), progress=progress, only=only,
-                      rulebook_dir=rb.file_of(("schemas",)).parent)
+def _outcomes(runs: list[ProbeRun]) -> list[ProbeOutcome]:
+    return [ProbeOutcome(probe=r.probe, kind=r.kind, ok=r.error_code is None,
+                         error=FactErrorOut(code=r.error_code, message=r.error_message or "")
+                         if r.error_code is not None else None, duration_s=r.duration_s) for r in runs]
 
 
 def collect(rulebook: str | None, mode: str | None = None, inputs: Mapping[str, Any] | None = None,
             inputs_file: str | None = None, only: list[str] | None = None, out: str = DEFAULT_FACTS,
             progress: Any = None, roots: Roots | None = None) -> CollectResult:
     def body() -> CollectResult:
-        t0 = time.perf_counter()
-        if roots:
-            roots.check(out, "out", write=True)
-        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file, roots)
-        _check_path_inputs(rb, bound, roots)
-        facts = _collect(rb, chosen, bound, progress, set(only) if only else None)
-        target = Path(out)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(facts.to_json(), encoding="utf-8")
-        except OSError as exc:  # same refusal as `policyrun collect -o`
-            raise UsageError(f"cannot write {target}: {exc.strerror}; choose another -o path", code="U007") from None
-        probes = _outcomes(facts, failed_only=False)
-        from policyrun.collect import NOT_APPLICABLE, plan, unset_input_probes
+        from policyrun.app.collect import CollectRequest, collect as run_collect
 
-        # The CLI's rule (docs/cli.md): a probe that failed makes the snapshot incomplete, exit 2;
-        # one not run because the caller left an optional input unset, or whose `when` is false, does not.
-        deps = plan(rb.model, chosen, set(only) if only else None).deps
-        not_run = unset_input_probes(facts, deps) | unset_input_probes(facts, deps, NOT_APPLICABLE)
-        failed = any(not p.ok and p.probe not in not_run for p in probes)
-        return CollectResult(exit_code=EXIT_BLOCKED if failed else EXIT_OK, **_used(rb), mode=chosen, facts_path=str(target.resolve()),
-                             count=len(probes), errors=sum(not p.ok for p in probes), probes=probes,
-                             seconds=round(time.perf_counter() - t0, 3))
+        result = run_collect(CollectRequest(_rulebook(rulebook, mode, inputs, inputs_file),
+                                            only=frozenset(only) if only else None, output=out,
+                                            progress=progress), roots)
+        probes = _outcomes(result.probes())
+        return CollectResult(exit_code=result.exit_code, **_used(result.rb), mode=result.mode,
+                             facts_path=str(Path(out).resolve()), count=len(probes),
+                             errors=sum(not p.ok for p in probes), probes=probes, seconds=round(result.seconds, 3))
 
     return answer(CollectResult, body)
 
@@ -163,58 +116,25 @@ def evaluate(rulebook: str | None, mode: str | None = None, inputs: Mapping[str,
              formats: list[str] | None = None, allow_stale_facts: bool = False, fail_on_warn: bool = False,
              timestamp: bool = True, progress: Any = None, roots: Roots | None = None) -> EvaluateResult:
     def body() -> EvaluateResult:
-        from policyrun.commands.evaluate import _check_snapshot  # the CLI's F005 replay check
-        from policyrun.engine import evaluate as run_evaluation
-        from policyrun.facts import load_facts, merge_facts
-        from policyrun.render import check_formats, write_run
-        from policyrun.render.templatefiles import rulebook_templates
+        from policyrun.app.collect import probe_runs
+        from policyrun.app.evaluate import EvaluateRequest, evaluate as run_evaluate
 
         t0 = time.perf_counter()
-        if roots:
-            roots.check(out_dir, "out_dir", write=True)
-            for p in facts_files or []:
-                roots.check(p, "facts_files")
-        rb, chosen, bound = _bind(rulebook, mode, inputs, inputs_file, roots)
-        if not facts_files:
-            _check_path_inputs(rb, bound, roots)
-        templates = rulebook_templates(rb.model, rb.file_of(("report",))) if formats else None
-        names = check_formats(formats or [], templates)  # before any probe runs
-        notes: dict[str, object] = {}
-        if facts_files:
-            facts = merge_facts((p, load_facts(Path(p))) for p in facts_files)
-            notes = _check_snapshot(rb, chosen, bound, facts, allow=allow_stale_facts)
-        else:
-            facts = _collect(rb, chosen, bound, progress)
-        from policyrun.tracevalues import VALUES, index_text, keeping_values
-
-        values = Path(out_dir) / VALUES  # summarised values kept whole, as `evaluate --out` keeps them
-        with keeping_values(values):
-            trace = run_evaluation(rb, mode=chosen, inputs=bound, facts=facts, timestamp=timestamp, notes=notes,
-                                   fail_on_warn=fail_on_warn)
-        index = index_text(trace, values)
-        if index is not None:
-            values.mkdir(parents=True, exist_ok=True)
-        written = write_run(trace, names, Path(out_dir), rulebook_templates=templates,
-                            extra={f"{VALUES}/index.json": index} if index is not None else None)
-        used = FactsUsed(source="files" if facts_files else "collected", files=list(facts_files or []),
-                         count=len(facts.facts), failed=_outcomes(facts, failed_only=True),
+        result = run_evaluate(EvaluateRequest(
+            _rulebook(rulebook, mode, inputs, inputs_file), facts_files=tuple(facts_files or ()),
+            out_dir=out_dir, formats=tuple(formats or ()), fail_on_warn=fail_on_warn,
+            allow_stale_facts=allow_stale_facts, timestamp=timestamp, progress=progress), roots)
+        trace = result.trace
+        used = FactsUsed(source="collected" if result.collected else "files", files=list(facts_files or []),
+                         count=len(result.facts.facts), failed=_outcomes([r for r in probe_runs(result.facts) if not r.ok]),
                          stale=[{"probe": s.probe, "reason": s.reason} for s in trace.stale_facts])
-        return EvaluateResult(exit_code=trace.exit_code, **_used(rb), mode=chosen,
-                              verdict=_verdict(trace), phases=[_phase(p) for p in trace.phases],
+        return EvaluateResult(exit_code=result.exit_code, **_used(result.rb), mode=result.mode,
+                              verdict=VerdictOut.of(trace.verdict), phases=[PhaseOut.of(p) for p in trace.phases],
                               trace_path=str((Path(out_dir) / "trace.json").resolve()),
-                              written=[str(p.resolve()) for p in written], facts=used,
+                              written=[str(p.resolve()) for p in result.written], facts=used,
                               seconds=round(time.perf_counter() - t0, 3))
 
     return answer(EvaluateResult, body)
-
-
-def _verdict(trace: Any) -> VerdictOut:
-    return VerdictOut(id=trace.verdict.id, summary=trace.verdict.summary)
-
-
-def _phase(p: Any) -> PhaseOut:
-    return PhaseOut(phase=p.phase, title=p.title, status=p.status, reason=p.reason, blocker=p.blocker,
-                    blockers=list(p.blockers), next_allowed_action=p.next_allowed_action)
 
 
 # --- reading a trace ------------------------------------------------------------------------------
@@ -222,63 +142,42 @@ def _phase(p: Any) -> PhaseOut:
 def _read(r: Any) -> ReadOut:
     text = json.dumps(r.value, ensure_ascii=False, default=str)
     if len(text) > READ_VALUE_CHARS:
-        return ReadOut(path=r.path, value=text[:READ_VALUE_CHARS], missing=r.missing, error=r.error, truncated=True)
-    return ReadOut(path=r.path, value=r.value, missing=r.missing, error=r.error)
+        return ReadOut.of(r, value=text[:READ_VALUE_CHARS], truncated=True)
+    return ReadOut.of(r)
 
 
 def _check(c: Any) -> CheckOut:
     from policyrun.render.records import check_probes
 
-    return CheckOut(id=c.id, kind=c.kind, result=c.result, outcome=c.outcome, expression=c.expression,
-                    message=c.message, location=c.location, reads=[_read(r) for r in c.reads],
-                    probes=check_probes(c))
+    return CheckOut.of(c, reads=[_read(r) for r in c.reads], probes=check_probes(c))
 
 
 def explain(trace: str = DEFAULT_TRACE, phase: str | None = None, failures_only: bool = False,
             force: bool = False, roots: Roots | None = None) -> ExplainResult:
     def body() -> ExplainResult:
-        from policyrun.errors import terminal_text
-        from policyrun.render.explain import render_explain
-        from policyrun.render.view import FAILING, is_decisive
-        from policyrun.traceconsistency import banner_lines, inconsistencies
-        from policyrun.tracevalues import load_trace_values
+        from policyrun.app.explain import ExplainRequest, explain as run_explain
 
-        if roots:
-            roots.check(trace, "trace")
-        loaded = load_trace_values(Path(trace), force=force)  # summarised values whole, from values/ beside it
-        text = render_explain(loaded, phase=phase, failures=failures_only)  # T004 for an unknown phase
-        problems = inconsistencies(loaded) if force else []
-        if problems:
-            text = terminal_text("\n".join(banner_lines(problems))) + "\n\n" + text
-        # The same selection render_explain makes, as data.
-        chosen = [p for p in loaded.phases if phase is None or p.phase == phase]
-        if failures_only:
-            chosen = [p for p in chosen if p.status in FAILING]
-        phases = [ExplainedPhase(**_phase(p).model_dump(), location=p.location,
-                                 checks=[_check(c) for c in p.evidence if not failures_only or is_decisive(c)])
-                  for p in chosen]
-        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=text, verdict=_verdict(loaded),
-                             trace_exit_code=loaded.exit_code, phases=phases, inconsistencies=problems)
+        result = run_explain(ExplainRequest(trace, phase, failures_only, force), roots)
+        loaded = result.trace
+        phases = [ExplainedPhase.of(e.phase, checks=[_check(c) for c in e.checks]) for e in result.phases]
+        return ExplainResult(exit_code=EXIT_OK, **_recorded(loaded), text=result.text,
+                             verdict=VerdictOut.of(loaded.verdict), trace_exit_code=loaded.exit_code, phases=phases,
+                             inconsistencies=result.inconsistencies)
 
     return answer(ExplainResult, body)
 
 
 def next_actions(trace: str = DEFAULT_TRACE, force: bool = False, roots: Roots | None = None) -> NextActionsResult:
     def body() -> NextActionsResult:
-        from policyrun.render.view import FAILING
-        from policyrun.trace import load_trace
-        from policyrun.traceconsistency import inconsistencies
+        from policyrun.app.next_actions import NextActionsRequest, next_actions as run_next_actions
 
-        if roots:
-            roots.check(trace, "trace")
-        loaded = load_trace(Path(trace), force=force)
-        rows = [NextAction(phase=p.phase, title=p.title, status=p.status, next_allowed_action=p.next_allowed_action,
-                           blocker=p.blocker) for p in loaded.phases]
-        ran = [r for r in rows if r.status != "SKIPPED"]
-        now = next((r for r in rows if r.status in FAILING), ran[-1] if ran else None)
-        return NextActionsResult(exit_code=EXIT_OK, **_recorded(loaded), mode=loaded.mode, verdict=_verdict(loaded),
-                                 trace_exit_code=loaded.exit_code, now=now, phases=rows,
-                                 inconsistencies=inconsistencies(loaded) if force else [])
+        result = run_next_actions(NextActionsRequest(trace, force), roots)
+        loaded = result.trace
+        return NextActionsResult(exit_code=EXIT_OK, **_recorded(loaded), mode=loaded.mode,
+                                 verdict=VerdictOut.of(loaded.verdict), trace_exit_code=loaded.exit_code,
+                                 now=NextAction.of(result.now) if result.now is not None else None,
+                                 phases=[NextAction.of(p) for p in result.phases],
+                                 inconsistencies=result.inconsistencies)
 
     return answer(NextActionsResult, body)
 
@@ -287,29 +186,14 @@ def next_actions(trace: str = DEFAULT_TRACE, force: bool = False, roots: Roots |
 
 def probes(kind: str | None = None) -> ProbesResult:
     def body() -> ProbesResult:
-        import difflib
+        from policyrun.app.probes import describe_probes
 
-        from policyrun.commands.probes import _type_text, describe, shape
-        from policyrun.probes.registry import registry
-
-        kinds = registry()
-        if kind is not None and kind not in kinds:
-            hint = difflib.get_close_matches(kind, list(kinds), n=1)
-            extra = f"did you mean {hint[0]!r}? " if hint else ""
-            raise UsageError(f"no probe kind {kind!r}; {extra}run `policyrun probes` to list them", code="U008")
-        chosen = [kinds[kind]] if kind is not None else [kinds[k] for k in sorted(kinds)]
-        out = []
-        for probe in chosen:
-            d = describe(probe)
-            schema = probe.fact_schema
-            props = schema.get("properties") or (schema.get("items") or {}).get("properties", {})
-            out.append(ProbeKindOut(
-                kind=d["kind"], summary=d["summary"], side_effects=d["side_effects"],
-                params=[ParamOut(**p) for p in d["params"]], facts_shape=shape(schema),
-                fact_fields=[FieldOut(name=k, type=_type_text(v), description=v.get("description", ""))
-                             for k, v in props.items()],
-                params_schema=d["params_schema"] if kind else None, fact_schema=d["fact_schema"] if kind else None))
+        out = [ProbeKindOut(kind=d.kind, summary=d.summary, side_effects=d.side_effects,
+                            params=[ParamOut(**vars(p)) for p in d.params], facts_shape=d.facts_shape,
+                            fact_fields=[FieldOut(**vars(f)) for f in d.fact_fields],
+                            params_schema=d.params_schema if kind else None,
+                            fact_schema=d.fact_schema if kind else None)
+               for d in describe_probes(kind)]
         return ProbesResult(exit_code=EXIT_OK, kinds=out)
 
     return answer(ProbesResult, body)
-
