@@ -89,15 +89,23 @@ def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
         base: NodePath = ("phases", pi)
         for j, cond in enumerate(phase.preconditions):
             short = (*base, "preconditions", j) in styles
-            yield from conditions(cond.check, (*base, "preconditions", j) if short
-                                  else (*base, "preconditions", j, "check"), pi)
+            listed = cond.violations is not None
+            if cond.violations is not None:
+                yield ExprSite(cond.violations, (*base, "preconditions", j, "violations"), 0, False, pi)
+            if cond.check is not None:
+                yield from conditions(cond.check, (*base, "preconditions", j) if short
+                                      else (*base, "preconditions", j, "check"), pi, listed)
             if cond.message:
-                yield from templates(cond.message, (*base, "preconditions", j, "message"), pi)
+                yield from templates(cond.message, (*base, "preconditions", j, "message"), pi, listed)
         for j, stop in enumerate(phase.stop_when):
-            yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi)
-            yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi)
+            listed = stop.violations is not None
+            if stop.violations is not None:
+                yield ExprSite(stop.violations, (*base, "stop_when", j, "violations"), 0, False, pi)
+            if stop.when is not None:
+                yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi, listed)
+            yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi, listed)
             if stop.next:
-                yield from templates(stop.next, (*base, "stop_when", j, "next"), pi)
+                yield from templates(stop.next, (*base, "stop_when", j, "next"), pi, listed)
         for j, ev in enumerate(phase.evidence):
             has_violations = ev.violations is not None
             if ev.violations is not None:
@@ -318,8 +326,9 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
                 _ref(rb, sink, site, f"facts.{probe}", "L042", f"asks about element {key!r} of facts.{probe}, but "
                      f"probe {probe!r} has no for_each; ask about the whole fact: failed(facts.{probe})")
         if "violations" in compiled.roots and not site.violations:
-            _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only an evidence check, message "
-                 "or next action of an evidence with a `violations:` list can read")
+            _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only the check, message, blocker "
+                 "or next action of an evidence, precondition or stop condition with a `violations:` list can "
+                 "read")
         if site.derived is not None and "phases" in compiled.roots:
             _ref(rb, sink, site, "phases", "L020", "derived values cannot read phases (they are computed from "
                  "facts before any phase is decided)")

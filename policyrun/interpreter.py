@@ -188,38 +188,43 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
 
     for i, cond in enumerate(phase.preconditions):
         key = f"phase.{phase.id}.preconditions.{i}"
-        outcome = _run_check(ctx, cond.check, key)
-        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.check, outcome, key)
+        outcome, violations = _judge(ctx, cond.check, cond.violations, key, empty_holds=True)
+        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.condition, outcome, key)
+        _keep_violations(rec, violations)
         checks.append(rec)
         if outcome.result != "SATISFIED":
-            msg = cond.message and _render_message(ctx, cond.message, rec)
-            rec["message"] = msg or f"precondition not met: {cond.check}" + (
+            msg = cond.message and _render_message(ctx, cond.message, rec, violations)
+            if not msg and violations is not None and outcome.result == "UNSATISFIED":
+                msg = f"precondition {cond.id + ' ' if cond.id else ''}not met: {_render_violations(violations)}"
+            rec["message"] = msg or f"precondition not met: {cond.condition}" + (
                 f" ({outcome.message})" if outcome.message else "")
             rec["outcome"] = "BLOCKED"
-            return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, rec["message"])
+            return record("BLOCKED", f"precondition {cond.id or cond.condition!r} not met", checks, rec["message"])
 
     # The first stop condition that holds (or cannot be ruled out) decides the status; every
     # evidence item is still evaluated and recorded, so the trace shows the whole phase.
     stopped: tuple[str, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
         key = f"phase.{phase.id}.stop_when.{i}"
-        outcome = _run_check(ctx, stop.when, key)
-        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome, key)
+        outcome, violations = _judge(ctx, stop.when, stop.violations, key, empty_holds=False)
+        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.condition, outcome, key)
+        _keep_violations(rec, violations)
         checks.append(rec)
+        name = stop.id or stop.condition
         if outcome.result == "SATISFIED":
-            rec["message"] = _render_message(ctx, stop.blocker, rec)
+            rec["message"] = _render_message(ctx, stop.blocker, rec, violations)
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
             rec["outcome"] = _at_least_blocked(stop.status) if rec.get("_unavailable") else stop.status
-            stopped = (rec["outcome"], f"stop condition {stop.id or stop.when!r} holds", rec["message"],
-                       _check_next(ctx, stop.next, None, rec))
+            stopped = (rec["outcome"], f"stop condition {name!r} holds", rec["message"],
+                       _check_next(ctx, stop.next, violations, rec))
             break
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
                 rec["outcome"] = policy
-                rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
-                stopped = (policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
+                rec["message"] = f"cannot rule out stop condition {name!r}: {outcome.message}"
+                stopped = (policy, f"stop condition {name!r} could not be evaluated",
                            rec["message"], _check_next(ctx, stop.next, None, rec))
                 break
 
@@ -300,41 +305,48 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
             # Whether the check applies is itself unknown: treat as a missing fact.
             gate.message = f"cannot tell whether it applies ({ev.applies_when}): {gate.message}"
             return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, gate, key), gate)
-    violations: list[Any] | None = None
-    extra_reads: list[Rec] = []
-    extra_facts: list[str] = []
-    if ev.violations is not None:
-        found = _run_value(ctx, ev.violations, f"{key}.violations")
-        extra_reads, extra_facts = found.reads, found.facts
-        if not found.ok:
-            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error)
-            skipped = _not_applicable(outcome)
-            if skipped is not None:
-                return _record(ctx, ev.id, "evidence", condition,
-                               CheckOutcome("NOT_APPLICABLE", found.reads, found.facts, skipped), key)
-            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
-        if not isinstance(found.value, list):
-            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts,
-                                   f"evaluation error: violations must be a list, got {type(found.value).__name__}",
-                                   error=True)
-            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
-        violations = found.value
-    if violations is not None and ev.check is None:
-        # The default condition, `size(violations) == 0`, decided without a second evaluation.
-        outcome = CheckOutcome("UNSATISFIED" if violations else "SATISFIED", extra_reads, extra_facts, None)
-    else:
-        outcome = _run_check(ctx, condition, key, violations)
-        if extra_reads:
-            outcome.reads = extra_reads + [r for r in outcome.reads if r["path"] != "violations"]
-            outcome.facts = sorted(set(outcome.facts) | set(extra_facts))
+    outcome, violations = _judge(ctx, ev.check, ev.violations, key, empty_holds=True)
     skipped = _not_applicable(outcome)
     if skipped is not None:
         outcome = CheckOutcome("NOT_APPLICABLE", outcome.reads, outcome.facts, skipped)
     rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
     if violations is not None:
-        rec["violations"] = _summarise(violations)
+        _keep_violations(rec, violations)
         rec["_violations"] = violations  # taken back by _phase for the next action, never in the trace
     return _decide(ctx, ev, rec, outcome, violations)
+
+
+def _judge(ctx: EvalContext, check: str | None, violations_source: str | None, key: str, *,
+           empty_holds: bool) -> tuple[CheckOutcome, list[Any] | None]:
+    """A check's outcome, and its violations list when it states one. Without `check`, an empty
+    list decides SATISFIED when `empty_holds` (evidence, preconditions), a non-empty one when not
+    (stop conditions), with no second evaluation. Fail closed: a list that cannot be computed,
+    or a value that is not a list, is UNKNOWN (an evaluation error for the latter), never a pass."""
+    if violations_source is None:
+        assert check is not None  # the models require one of them
+        return _run_check(ctx, check, key), None
+    found = _run_value(ctx, violations_source, f"{key}.violations")
+    if not found.ok:
+        return CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error), None
+    violations = found.value
+    if not isinstance(violations, list):
+        return CheckOutcome("UNKNOWN", found.reads, found.facts,
+                            f"evaluation error: violations must be a list, got {type(violations).__name__}",
+                            error=True), None
+    if check is None:
+        holds = not violations if empty_holds else bool(violations)
+        return CheckOutcome("SATISFIED" if holds else "UNSATISFIED", found.reads, found.facts, None), violations
+    outcome = _run_check(ctx, check, key, violations)
+    if found.reads:
+        outcome.reads = found.reads + [r for r in outcome.reads if r["path"] != "violations"]
+        outcome.facts = sorted(set(outcome.facts) | set(found.facts))
+    return outcome, violations
+
+
+def _keep_violations(rec: Rec, violations: list[Any] | None) -> None:
+    """The violations as the trace records them (summarised when large)."""
+    if violations is not None:
+        rec["violations"] = _summarise(violations)
 
 
 def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violations: list[Any] | None = None) -> Rec:

@@ -146,21 +146,43 @@ class ProbeSpec(BaseModel):
         return out
 
 
+def _one_of(first: str, second: str) -> dict[str, Any]:
+    """The schema of a check that needs at least one of two keys (editors flag neither)."""
+    return {"anyOf": [{"required": [first]}, {"required": [second]}]}
+
+
 class Condition(BaseModel):
     """A precondition; a bare string is shorthand for `{check: ...}`."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("check", "violations"))
 
     id: Identifier | None = None
-    check: Expression
-    message: str | None = None
+    check: Expression | None = Field(
+        default=None, description="A bool CEL condition; default `size(violations) == 0` when `violations` is given.")
+    violations: Expression | None = Field(
+        default=None, description="A CEL list of what keeps the phase from starting (empty when the precondition "
+                                  "is met); `check` and `message` read it as `violations`.")
+    message: str | None = Field(default=None, description="Blocker text when the precondition is not met; may "
+                                                          "use ${...}.")
+
+    @model_validator(mode="after")
+    def _check_or_violations(self) -> Condition:
+        if self.check is None and self.violations is None:
+            raise ValueError("a precondition needs `check` (a bool condition) or `violations` (a list of what "
+                             "keeps the phase from starting)")
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The condition that decides it (the default one when only violations are given)."""
+        return self.check if self.check is not None else DEFAULT_VIOLATIONS_CHECK
 
 
 OnMissing = MissingPolicy | dict[str, MissingPolicy]
 
 
 class Evidence(BaseModel):
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("check", "violations"))
 
     id: Identifier
     description: str = ""
@@ -189,18 +211,36 @@ class Evidence(BaseModel):
 
 
 DEFAULT_VIOLATIONS_CHECK = "size(violations) == 0"
+DEFAULT_VIOLATIONS_WHEN = "size(violations) > 0"
 
 
 class StopCondition(BaseModel):
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("when", "violations"))
 
     id: Identifier | None = None
-    when: Expression
+    when: Expression | None = Field(
+        default=None, description="A bool CEL condition: the phase stops when it holds; default "
+                                  "`size(violations) > 0` when `violations` is given.")
+    violations: Expression | None = Field(
+        default=None, description="A CEL list of what stops the phase (empty when nothing does); `when`, `blocker` "
+                                  "and `next` read it as `violations`.")
     status: StopStatus = "STOPPED"
     blocker: str
     on_missing: OnMissing | None = None
     next: str | None = Field(default=None, description="The next allowed action when this condition holds; "
                                                        "default: the phase's `next`.")
+
+    @model_validator(mode="after")
+    def _when_or_violations(self) -> StopCondition:
+        if self.when is None and self.violations is None:
+            raise ValueError("a stop condition needs `when` (a bool condition) or `violations` (a list of what "
+                             "stops the phase)")
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The condition that decides it (the default one when only violations are given)."""
+        return self.when if self.when is not None else DEFAULT_VIOLATIONS_WHEN
 
 
 class Derived(BaseModel):

@@ -52,7 +52,7 @@ class CheckRecord:
     facts: list[str] = Field(default_factory=list, description="Probe ids whose provenance backs this check.")
     message: str | None = Field(default=None, description="For people: the blocker this check imposes, or why its "
                                                           "result is UNKNOWN.")
-    violations: Any = Field(default=None, description="The evidence's `violations` list (summarised when large).")
+    violations: Any = Field(default=None, description="The check's `violations` list (summarised when large).")
     unknown: Literal["missing", "deliberate", "error"] | None = Field(
         default=None, description="Why an UNKNOWN result is unknown: a missing fact or value, the rulebook's own "
                                   "unknown('why'), or an evaluation error.")
