@@ -246,6 +246,10 @@ _TABLE = [
     _c("L044", "error", "An input alias collides with another input or alias",
        "An input's `aliases` are other names for that input only. Rename the alias, or drop it.",
        docs="overlays.md#renaming-a-phase-aliasing-an-input"),
+    _c("L045", "error", "Reads a field the violations' rows do not declare",
+       "A check with `row:` declares the fields of its `violations` rows once; its check, message, blocker and "
+       "next action may read only those. Read a declared field, or add it to `row.fields` (and to the rows).",
+       docs="language.md#rows-violations-with-fields-and-a-location"),
     _c("O001", "error", "Overlay base not found",
        "`extends` must name a rulebook file (written as a path) or a shipped rulebook."),
     _c("O002", "error", "`extends` cycle or chain too long",
