@@ -83,3 +83,22 @@ def test_a_check_without_rows_writes_no_row_field_and_no_row_results(tmp_path: P
     log = json.loads(trace_to_sarif(trace, tool_version="0"))
     assert [r for r in log["runs"][0]["results"] if r.get("properties", {}).get("row")] == []
     assert trace.phases[0].blocker == "pins_agree: pyproject.toml; setup.py"
+
+
+def test_row_results_are_valid_sarif_and_stay_when_only_located_results_are_kept(tmp_path: Path) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text())
+    trace = _trace(tmp_path, ROWS)
+    for located_only in (False, True):
+        log = json.loads(trace_to_sarif(trace, tool_version="0", located_only=located_only))
+        jsonschema.Draft4Validator(schema).validate(log)
+        run = log["runs"][0]
+        rows = [r for r in run["results"] if r.get("properties", {}).get("row")]
+        assert len(rows) == 2
+        assert all(run["tool"]["driver"]["rules"][r["ruleIndex"]]["id"] == r["ruleId"] for r in run["results"])
+    # The phase's own result is placed at its deciding check's first row, too.
+    phase_result = next(r for r in run["results"] if not r.get("properties", {}).get("row"))
+    physical = phase_result["locations"][0]["physicalLocation"]
+    assert (physical["artifactLocation"]["uri"], physical["region"]["startLine"]) == ("pyproject.toml", 16)
+    assert "unlocated" not in run["properties"]
