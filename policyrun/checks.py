@@ -29,6 +29,7 @@ class ExprSite:
     derived: str | None = None  # the derive id when this is a derived value's expression
     item: bool = False  # may read `item` (the `with:` and `key:` of a probe with `for_each`)
     probe_when: bool = False  # a probe's `when`: decided before collection, over inputs, vars and mode
+    row: tuple[str, ...] | None = None  # the fields of `violations` rows, when the check declares `row:`
 
 
 _SITES: list[tuple[LoadedRulebook, list[ExprSite]]] = []
@@ -46,11 +47,12 @@ def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
     model = rb.model
     styles = rb.source.styles
 
-    def conditions(value: str, path: NodePath, phase: int | None, violations: bool = False) -> Iterator[ExprSite]:
-        yield ExprSite(value, path, 0, True, phase, violations)
+    def conditions(value: str, path: NodePath, phase: int | None, violations: bool = False,
+                   row: Any = None) -> Iterator[ExprSite]:
+        yield ExprSite(value, path, 0, True, phase, violations, row=_fields(row))
 
     def templates(value: Any, path: NodePath, phase: int | None, violations: bool = False,
-                  item: bool = False) -> Iterator[ExprSite]:
+                  item: bool = False, row: Any = None) -> Iterator[ExprSite]:
         if isinstance(value, str):
             if "${" not in value:
                 return
@@ -61,13 +63,14 @@ def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
                 return
             for seg in segments:
                 if seg.is_expr:
-                    yield ExprSite(seg.text, path, seg.offset, False, phase, violations, item=item)
+                    yield ExprSite(seg.text, path, seg.offset, False, phase, violations, item=item,
+                                   row=_fields(row))
         elif isinstance(value, dict):
             for k, v in value.items():
-                yield from templates(v, (*path, k), phase, violations, item)
+                yield from templates(v, (*path, k), phase, violations, item, row)
         elif isinstance(value, list):
             for i, v in enumerate(value):
-                yield from templates(v, (*path, i), phase, violations, item)
+                yield from templates(v, (*path, i), phase, violations, item, row)
 
     for did, spec in model.derive.items():
         yield ExprSite(spec.value, ("derive", did, "value"), 0, False, None, derived=did)
@@ -89,32 +92,45 @@ def _expression_sites(rb: LoadedRulebook) -> Iterator[ExprSite]:
         base: NodePath = ("phases", pi)
         for j, cond in enumerate(phase.preconditions):
             short = (*base, "preconditions", j) in styles
-            yield from conditions(cond.check, (*base, "preconditions", j) if short
-                                  else (*base, "preconditions", j, "check"), pi)
+            listed = cond.violations is not None
+            if cond.violations is not None:
+                yield ExprSite(cond.violations, (*base, "preconditions", j, "violations"), 0, False, pi)
+            if cond.check is not None:
+                yield from conditions(cond.check, (*base, "preconditions", j) if short
+                                      else (*base, "preconditions", j, "check"), pi, listed, cond.row)
             if cond.message:
-                yield from templates(cond.message, (*base, "preconditions", j, "message"), pi)
+                yield from templates(cond.message, (*base, "preconditions", j, "message"), pi, listed,
+                                     row=cond.row)
         for j, stop in enumerate(phase.stop_when):
-            yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi)
-            yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi)
+            listed = stop.violations is not None
+            if stop.violations is not None:
+                yield ExprSite(stop.violations, (*base, "stop_when", j, "violations"), 0, False, pi)
+            if stop.when is not None:
+                yield from conditions(stop.when, (*base, "stop_when", j, "when"), pi, listed, stop.row)
+            yield from templates(stop.blocker, (*base, "stop_when", j, "blocker"), pi, listed, row=stop.row)
             if stop.next:
-                yield from templates(stop.next, (*base, "stop_when", j, "next"), pi)
+                yield from templates(stop.next, (*base, "stop_when", j, "next"), pi, listed, row=stop.row)
         for j, ev in enumerate(phase.evidence):
             has_violations = ev.violations is not None
             if ev.violations is not None:
                 yield ExprSite(ev.violations, (*base, "evidence", j, "violations"), 0, False, pi)
             if ev.check is not None:
-                yield from conditions(ev.check, (*base, "evidence", j, "check"), pi, has_violations)
+                yield from conditions(ev.check, (*base, "evidence", j, "check"), pi, has_violations, ev.row)
             if ev.applies_when:
                 yield from conditions(ev.applies_when, (*base, "evidence", j, "applies_when"), pi)
             if ev.message:
-                yield from templates(ev.message, (*base, "evidence", j, "message"), pi, has_violations)
+                yield from templates(ev.message, (*base, "evidence", j, "message"), pi, has_violations, row=ev.row)
             if ev.next:
-                yield from templates(ev.next, (*base, "evidence", j, "next"), pi, has_violations)
+                yield from templates(ev.next, (*base, "evidence", j, "next"), pi, has_violations, row=ev.row)
         for status, text in phase.next.items():
             yield from templates(text, (*base, "next", status), pi)
     for vi, verdict in enumerate(model.verdicts):
         yield from conditions(verdict.when, ("verdicts", vi, "when"), None)
         yield from templates(verdict.summary, ("verdicts", vi, "summary"), None)
+
+
+def _fields(row: Any) -> tuple[str, ...] | None:
+    return tuple(row.fields) if row is not None else None
 
 
 def check_rulebook(rb: LoadedRulebook) -> list[Finding]:
@@ -318,8 +334,11 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
                 _ref(rb, sink, site, f"facts.{probe}", "L042", f"asks about element {key!r} of facts.{probe}, but "
                      f"probe {probe!r} has no for_each; ask about the whole fact: failed(facts.{probe})")
         if "violations" in compiled.roots and not site.violations:
-            _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only an evidence check, message "
-                 "or next action of an evidence with a `violations:` list can read")
+            _ref(rb, sink, site, "violations", "L023", "reads `violations`, which only the check, message, blocker "
+                 "or next action of an evidence, precondition or stop condition with a `violations:` list can "
+                 "read")
+        if site.row is not None and "violations" in compiled.roots:
+            _check_row_fields(rb, sink, site, compiled)
         if site.derived is not None and "phases" in compiled.roots:
             _ref(rb, sink, site, "phases", "L020", "derived values cannot read phases (they are computed from "
                  "facts before any phase is decided)")
@@ -362,6 +381,21 @@ def _check_expressions(rb: LoadedRulebook, sink: FindingSink) -> None:
         if did not in used_derived:
             _add(sink, rb, "L025", f"derived value {did!r} is computed but nothing reads derived.{did}",
                  ("derive", did), key=True, severity="warning")
+
+
+def _check_row_fields(rb: LoadedRulebook, sink: FindingSink, site: ExprSite, compiled: Compiled) -> None:
+    """L045: a field of a `violations` row that the check's `row:` does not declare, where the
+    syntax tree shows it (`violations[0].x`, `violations.map(r, r.x)`): evaluation would refuse
+    no row for it, and the field would read as missing."""
+    from policyrun.typecheck import check_expression, rows_schema
+
+    assert site.row is not None
+    lead = len(site.source) - len(site.source.lstrip()) if not site.condition else 0
+    for found in check_expression(compiled, {}, {"violations": rows_schema(site.row)}):
+        where = _position(rb, site, found.line, found.column + (lead if found.line == 1 else 0))
+        detail = found.message if "did you mean" in found.message else found.message.split("; ")[0]
+        sink.add("L045", f"{detail} (the check's `row:` declares the fields {', '.join(site.row)}: read one of "
+                 "them, or declare the field)", where, node=node_path_text(site.path))
 
 
 def _position(rb: LoadedRulebook, site: ExprSite, line: int, col: int) -> Any:

@@ -36,8 +36,9 @@ from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
 from policyrun.headline import headline
-from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, Rulebook, on_missing_for
+from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, RowSpec, Rulebook, on_missing_for
 from policyrun.trace import RulebookRef, Trace
+from policyrun.violationrows import row_problem, rows_text
 
 
 
@@ -188,38 +189,44 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
 
     for i, cond in enumerate(phase.preconditions):
         key = f"phase.{phase.id}.preconditions.{i}"
-        outcome = _run_check(ctx, cond.check, key)
-        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.check, outcome, key)
+        outcome, violations = _judge(ctx, cond.check, cond.violations, key, empty_holds=True, row=cond.row)
+        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.condition, outcome, key)
+        _keep_violations(rec, violations, cond.row)
         checks.append(rec)
         if outcome.result != "SATISFIED":
-            msg = cond.message and _render_message(ctx, cond.message, rec)
-            rec["message"] = msg or f"precondition not met: {cond.check}" + (
+            msg = cond.message and _render_message(ctx, cond.message, rec, violations, cond.row)
+            if not msg and violations is not None and outcome.result == "UNSATISFIED":
+                msg = f"precondition {cond.id + ' ' if cond.id else ''}not met: " \
+                      f"{_render_violations(violations, cond.row)}"
+            rec["message"] = msg or f"precondition not met: {cond.condition}" + (
                 f" ({outcome.message})" if outcome.message else "")
             rec["outcome"] = "BLOCKED"
-            return record("BLOCKED", f"precondition {cond.id or cond.check!r} not met", checks, rec["message"])
+            return record("BLOCKED", f"precondition {cond.id or cond.condition!r} not met", checks, rec["message"])
 
     # The first stop condition that holds (or cannot be ruled out) decides the status; every
     # evidence item is still evaluated and recorded, so the trace shows the whole phase.
     stopped: tuple[str, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
         key = f"phase.{phase.id}.stop_when.{i}"
-        outcome = _run_check(ctx, stop.when, key)
-        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.when, outcome, key)
+        outcome, violations = _judge(ctx, stop.when, stop.violations, key, empty_holds=False, row=stop.row)
+        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.condition, outcome, key)
+        _keep_violations(rec, violations, stop.row)
         checks.append(rec)
+        name = stop.id or stop.condition
         if outcome.result == "SATISFIED":
-            rec["message"] = _render_message(ctx, stop.blocker, rec)
+            rec["message"] = _render_message(ctx, stop.blocker, rec, violations, stop.row)
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
             rec["outcome"] = _at_least_blocked(stop.status) if rec.get("_unavailable") else stop.status
-            stopped = (rec["outcome"], f"stop condition {stop.id or stop.when!r} holds", rec["message"],
-                       _check_next(ctx, stop.next, None, rec))
+            stopped = (rec["outcome"], f"stop condition {name!r} holds", rec["message"],
+                       _check_next(ctx, stop.next, violations, rec, stop.row))
             break
         if outcome.result == "UNKNOWN":
             policy = _missing_policy(ctx, stop.on_missing, outcome)
             if policy != "UNKNOWN":
                 rec["outcome"] = policy
-                rec["message"] = f"cannot rule out stop condition {stop.id or stop.when!r}: {outcome.message}"
-                stopped = (policy, f"stop condition {stop.id or stop.when!r} could not be evaluated",
+                rec["message"] = f"cannot rule out stop condition {name!r}: {outcome.message}"
+                stopped = (policy, f"stop condition {name!r} could not be evaluated",
                            rec["message"], _check_next(ctx, stop.next, None, rec))
                 break
 
@@ -229,7 +236,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
         violations = rec.pop("_violations", None)
-        own_next = _check_next(ctx, ev.next, violations, rec) if rec["outcome"] is not None else None
+        own_next = _check_next(ctx, ev.next, violations, rec, ev.row) if rec["outcome"] is not None else None
         if stopped is not None:
             # Recorded with its result and message, but it imposes nothing: the stop condition
             # decided the status (so no check outranks the phase it belongs to).
@@ -300,41 +307,55 @@ def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
             # Whether the check applies is itself unknown: treat as a missing fact.
             gate.message = f"cannot tell whether it applies ({ev.applies_when}): {gate.message}"
             return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, gate, key), gate)
-    violations: list[Any] | None = None
-    extra_reads: list[Rec] = []
-    extra_facts: list[str] = []
-    if ev.violations is not None:
-        found = _run_value(ctx, ev.violations, f"{key}.violations")
-        extra_reads, extra_facts = found.reads, found.facts
-        if not found.ok:
-            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error)
-            skipped = _not_applicable(outcome)
-            if skipped is not None:
-                return _record(ctx, ev.id, "evidence", condition,
-                               CheckOutcome("NOT_APPLICABLE", found.reads, found.facts, skipped), key)
-            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
-        if not isinstance(found.value, list):
-            outcome = CheckOutcome("UNKNOWN", found.reads, found.facts,
-                                   f"evaluation error: violations must be a list, got {type(found.value).__name__}",
-                                   error=True)
-            return _decide(ctx, ev, _record(ctx, ev.id, "evidence", condition, outcome, key), outcome)
-        violations = found.value
-    if violations is not None and ev.check is None:
-        # The default condition, `size(violations) == 0`, decided without a second evaluation.
-        outcome = CheckOutcome("UNSATISFIED" if violations else "SATISFIED", extra_reads, extra_facts, None)
-    else:
-        outcome = _run_check(ctx, condition, key, violations)
-        if extra_reads:
-            outcome.reads = extra_reads + [r for r in outcome.reads if r["path"] != "violations"]
-            outcome.facts = sorted(set(outcome.facts) | set(extra_facts))
+    outcome, violations = _judge(ctx, ev.check, ev.violations, key, empty_holds=True, row=ev.row)
     skipped = _not_applicable(outcome)
     if skipped is not None:
         outcome = CheckOutcome("NOT_APPLICABLE", outcome.reads, outcome.facts, skipped)
     rec = _record(ctx, ev.id, "evidence", condition, outcome, key)
+    _keep_violations(rec, violations, ev.row)
     if violations is not None:
-        rec["violations"] = _summarise(violations)
         rec["_violations"] = violations  # taken back by _phase for the next action, never in the trace
     return _decide(ctx, ev, rec, outcome, violations)
+
+
+def _judge(ctx: EvalContext, check: str | None, violations_source: str | None, key: str, *,
+           empty_holds: bool, row: RowSpec | None = None) -> tuple[CheckOutcome, list[Any] | None]:
+    """A check's outcome, and its violations list when it states one. Without `check`, an empty
+    list decides SATISFIED when `empty_holds` (evidence, preconditions), a non-empty one when not
+    (stop conditions), with no second evaluation. Fail closed: a list that cannot be computed,
+    or a value that is not a list (or, with `row:`, a row without a declared field), is UNKNOWN (an
+    evaluation error for the latter), never a pass."""
+    if violations_source is None:
+        assert check is not None  # the models require one of them
+        return _run_check(ctx, check, key), None
+    found = _run_value(ctx, violations_source, f"{key}.violations")
+    if not found.ok:
+        return CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error), None
+    violations = found.value
+    if not isinstance(violations, list):
+        return CheckOutcome("UNKNOWN", found.reads, found.facts,
+                            f"evaluation error: violations must be a list, got {type(violations).__name__}",
+                            error=True), None
+    problem = row_problem(violations, row) if row is not None else None
+    if problem is not None:
+        return CheckOutcome("UNKNOWN", found.reads, found.facts, f"evaluation error: {problem}", error=True), None
+    if check is None:
+        holds = not violations if empty_holds else bool(violations)
+        return CheckOutcome("SATISFIED" if holds else "UNSATISFIED", found.reads, found.facts, None), violations
+    outcome = _run_check(ctx, check, key, violations)
+    if found.reads:
+        outcome.reads = found.reads + [r for r in outcome.reads if r["path"] != "violations"]
+        outcome.facts = sorted(set(outcome.facts) | set(found.facts))
+    return outcome, violations
+
+
+def _keep_violations(rec: Rec, violations: list[Any] | None, row: RowSpec | None) -> None:
+    """The violations as the trace records them (summarised when large), and the fields of their
+    rows when the check declares them (what reports locate each row by)."""
+    if violations is not None:
+        rec["violations"] = _summarise(violations)
+    if row is not None:
+        rec["row"] = row.model_dump()
 
 
 def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violations: list[Any] | None = None) -> Rec:
@@ -342,11 +363,11 @@ def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violatio
     if outcome.result == "UNSATISFIED":
         rec["outcome"] = ev.on_fail
         if ev.message:
-            rec["message"] = _render_message(ctx, ev.message, rec, violations)
+            rec["message"] = _render_message(ctx, ev.message, rec, violations, ev.row)
             if rec.get("_unavailable"):
                 rec["outcome"] = _at_least_blocked(ev.on_fail)
         elif violations is not None:
-            rec["message"] = f"{ev.id}: {_render_violations(violations)}"
+            rec["message"] = f"{ev.id}: {_render_violations(violations, ev.row)}"
         else:
             rec["message"] = f"check {ev.id} failed: {ev.condition}"
     elif outcome.result == "UNKNOWN":
@@ -357,18 +378,19 @@ def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violatio
     return rec
 
 
-def _render_violations(violations: list[Any]) -> str:
-    from policyrun.expr import bounded_text, render_value
-
+def _render_violations(violations: list[Any], row: RowSpec | None = None) -> str:
+    if row is not None:
+        return bounded_text(rows_text(violations, row))
     return bounded_text("; ".join(render_value(v) for v in violations))
 
 
-def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None, rec: Rec) -> str | None:
+def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None, rec: Rec,
+                row: RowSpec | None = None) -> str | None:
     """A check's own next action, with its `violations` bound as in its message. One that needs a
     value without one makes the check impose BLOCKED at least, its message naming the value."""
     if not template:
         return None
-    text, unavailable = render(ctx, template, violations)
+    text, unavailable = render(ctx, template, violations, row)
     if unavailable and rec["outcome"] is not None:
         rec["outcome"] = _at_least_blocked(rec["outcome"])
         rec["message"] = f"{rec['message']} [its next action {_unavailable_note(unavailable)}]"
@@ -377,10 +399,12 @@ def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | 
 
 # --- templates (messages, next actions, verdict summaries) -------------------------------------
 
-def render(ctx: EvalContext, template: str, violations: list[Any] | None = None) -> tuple[str, list[str]]:
+def render(ctx: EvalContext, template: str, violations: list[Any] | None = None,
+           row: RowSpec | None = None) -> tuple[str, list[str]]:
     """A template's text, and one line per `${...}` that has no value (`expr: why`). The text shows
     such an expression as `<?expr: unavailable>`; the caller blocks on the list (docs/semantics.md,
-    "Values a template needs")."""
+    "Values a template needs"). `${violations}` of a check that declares `row:` shows each row as
+    `file:line: text`, not as JSON."""
     parts: list[str] = []
     unavailable: list[str] = []
     for seg in split_template(template):
@@ -388,6 +412,9 @@ def render(ctx: EvalContext, template: str, violations: list[Any] | None = None)
             parts.append(seg.text)
             continue
         expr = seg.text.strip()
+        if row is not None and violations is not None and expr == "violations":
+            parts.append(bounded_text(rows_text(violations, row)))
+            continue
         try:
             found = _run_value(ctx, expr, f"template:{expr}", violations)
         except ExprError as exc:  # lint rejects these; guard so evaluation never crashes
@@ -406,10 +433,11 @@ def _unavailable_note(unavailable: list[str]) -> str:
     return "needs a value that could not be computed: " + "; ".join(bounded_text(u) for u in unavailable)
 
 
-def _render_message(ctx: EvalContext, template: str, rec: Rec, violations: list[Any] | None = None) -> str:
+def _render_message(ctx: EvalContext, template: str, rec: Rec, violations: list[Any] | None = None,
+                    row: RowSpec | None = None) -> str:
     """A check's message; one that needs a value without one is marked on the record (the check
     then imposes BLOCKED at least) and says which value and why."""
-    text, unavailable = render(ctx, template, violations)
+    text, unavailable = render(ctx, template, violations, row)
     if not unavailable:
         return text
     rec["_unavailable"] = True

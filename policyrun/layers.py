@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "policyrun.guard", "policyrun.render.templatefiles", "policyrun.render.templating",
                   "policyrun.render.sandbox",
                   "policyrun.functions", "policyrun.functions.*", "policyrun.derivegraph", "policyrun.inputs",
-                  "policyrun.checks", "policyrun.typecheck", "policyrun.vacuous", "policyrun.commandlint",
+                  "policyrun.checks", "policyrun.violationrows", "policyrun.typecheck", "policyrun.vacuous", "policyrun.commandlint",
                   "policyrun.waivers", "policyrun.testsuite", "policyrun.suitelint", "policyrun.lint",
                   "policyrun.lintcache")),
     # The trace every consumer reads, what is said about one, and the envelopes that sign it.

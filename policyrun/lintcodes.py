@@ -114,7 +114,7 @@ _TABLE = [
        "bool. Compare like with like (`int(x) > 0`, `string(v) == '1'`)."),
     _c("X003", "error", "Undeclared variable",
        "Expressions may read only `facts`, `inputs`, `vars`, `mode`, `phases`, `derived`, and `violations` "
-       "inside an evidence with a `violations:` list."),
+       "inside an evidence, precondition or stop condition with a `violations:` list."),
     _c("X004", "error", "Empty or unterminated `${...}`",
        "An interpolation has no expression or no closing brace. Write `${ expr }`, or `$${` for a literal."),
     _c("X005", "error", "Expression longer than 20,000 characters",
@@ -187,8 +187,9 @@ _TABLE = [
     _c("L022", "error", "Reads a derived value that is not declared",
        "Declare it under `derive:`, or fix the name (the message suggests the nearest one).",
        docs="language.md#derive"),
-    _c("L023", "error", "Reads `violations` outside an evidence that declares it",
-       "`violations` exists only inside an evidence with a `violations:` list (its check and message).",
+    _c("L023", "error", "Reads `violations` outside a check that declares it",
+       "`violations` exists only inside an evidence, precondition or stop condition with a `violations:` list "
+       "(its check or `when`, message or blocker, and next action).",
        docs="language.md#evidence-that-lists-what-is-wrong"),
     _c("L024", "error", "Derived values depend on each other in a cycle",
        "Break the cycle between `derive` values.",
@@ -245,6 +246,10 @@ _TABLE = [
     _c("L044", "error", "An input alias collides with another input or alias",
        "An input's `aliases` are other names for that input only. Rename the alias, or drop it.",
        docs="overlays.md#renaming-a-phase-aliasing-an-input"),
+    _c("L045", "error", "Reads a field the violations' rows do not declare",
+       "A check with `row:` declares the fields of its `violations` rows once; its check, message, blocker and "
+       "next action may read only those. Read a declared field, or add it to `row.fields` (and to the rows).",
+       docs="language.md#rows-violations-with-fields-and-a-location"),
     _c("O001", "error", "Overlay base not found",
        "`extends` must name a rulebook file (written as a path) or a shipped rulebook."),
     _c("O002", "error", "`extends` cycle or chain too long",

@@ -146,21 +146,78 @@ class ProbeSpec(BaseModel):
         return out
 
 
-class Condition(BaseModel):
-    """A precondition; a bare string is shorthand for `{check: ...}`."""
+class RowSpec(BaseModel):
+    """The fields of every `violations` row, declared once (docs/language.md, "Rows"): lint rejects a
+    read of a field the row does not declare, evaluation refuses a row without a declared field
+    (fail closed), and reports place each row at its file and line."""
 
     model_config = _STRICT
 
+    fields: list[Identifier] = Field(min_length=1, description="The fields every row (a map) has.")
+    file: Identifier | None = Field(default=None, description="The field holding the file a row is about (a "
+                                                              "path relative to the repository the facts read).")
+    line: Identifier | None = Field(default=None, description="The field holding the row's 1-based line in "
+                                                              "`file` (an int, or null).")
+    message: Identifier | None = Field(default=None, description="The field holding the row's text; default: the "
+                                                                 "other fields as `name=value`.")
+
+    @model_validator(mode="after")
+    def _declared(self) -> RowSpec:
+        if len(set(self.fields)) != len(self.fields):
+            raise ValueError("row `fields` lists a field twice")
+        for role in ("file", "line", "message"):
+            name = getattr(self, role)
+            if name is not None and name not in self.fields:
+                raise ValueError(f"row `{role}: {name}` names a field that `fields` does not list")
+        if self.line is not None and self.file is None:
+            raise ValueError("row `line` needs `file` (a line is a line of a file)")
+        return self
+
+
+def _rows_need_violations(row: RowSpec | None, violations: str | None) -> None:
+    if row is not None and violations is None:
+        raise ValueError("`row` declares the fields of `violations` rows; add `violations`")
+
+
+def _one_of(first: str, second: str) -> dict[str, Any]:
+    """The schema of a check that needs at least one of two keys (editors flag neither)."""
+    return {"anyOf": [{"required": [first]}, {"required": [second]}]}
+
+
+class Condition(BaseModel):
+    """A precondition; a bare string is shorthand for `{check: ...}`."""
+
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("check", "violations"))
+
     id: Identifier | None = None
-    check: Expression
-    message: str | None = None
+    check: Expression | None = Field(
+        default=None, description="A bool CEL condition; default `size(violations) == 0` when `violations` is given.")
+    violations: Expression | None = Field(
+        default=None, description="A CEL list of what keeps the phase from starting (empty when the precondition "
+                                  "is met); `check` and `message` read it as `violations`.")
+    row: RowSpec | None = Field(default=None, description="The fields of each violation when they are rows (maps).")
+    message: str | None = Field(default=None, description="Blocker text when the precondition is not met; may "
+                                                          "use ${...}.")
+
+    @model_validator(mode="after")
+    def _check_or_violations(self) -> Condition:
+        if self.check is None and self.violations is None:
+            raise ValueError("a precondition needs `check` (a bool condition) or `violations` (a list of what "
+                             "keeps the phase from starting)")
+        _rows_need_violations(self.row, self.violations)
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The condition that decides it (the default one when only violations are given)."""
+        return self.check if self.check is not None else DEFAULT_VIOLATIONS_CHECK
 
 
 OnMissing = MissingPolicy | dict[str, MissingPolicy]
 
 
 class Evidence(BaseModel):
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("check", "violations"))
 
     id: Identifier
     description: str = ""
@@ -169,6 +226,7 @@ class Evidence(BaseModel):
     violations: Expression | None = Field(
         default=None, description="A CEL list of what is wrong (empty when the evidence holds); checks and messages "
                                   "read it as `violations`.")
+    row: RowSpec | None = Field(default=None, description="The fields of each violation when they are rows (maps).")
     applies_when: Expression | None = None
     on_fail: FailStatus = "FAIL"
     on_missing: OnMissing | None = Field(default=None, description="A status, or one per mode; default: the mode's.")
@@ -180,6 +238,7 @@ class Evidence(BaseModel):
     def _check_or_violations(self) -> Evidence:
         if self.check is None and self.violations is None:
             raise ValueError("evidence needs `check` (a bool condition) or `violations` (a list of what is wrong)")
+        _rows_need_violations(self.row, self.violations)
         return self
 
     @property
@@ -189,18 +248,38 @@ class Evidence(BaseModel):
 
 
 DEFAULT_VIOLATIONS_CHECK = "size(violations) == 0"
+DEFAULT_VIOLATIONS_WHEN = "size(violations) > 0"
 
 
 class StopCondition(BaseModel):
-    model_config = _STRICT
+    model_config = ConfigDict(**_STRICT, json_schema_extra=_one_of("when", "violations"))
 
     id: Identifier | None = None
-    when: Expression
+    when: Expression | None = Field(
+        default=None, description="A bool CEL condition: the phase stops when it holds; default "
+                                  "`size(violations) > 0` when `violations` is given.")
+    violations: Expression | None = Field(
+        default=None, description="A CEL list of what stops the phase (empty when nothing does); `when`, `blocker` "
+                                  "and `next` read it as `violations`.")
+    row: RowSpec | None = Field(default=None, description="The fields of each violation when they are rows (maps).")
     status: StopStatus = "STOPPED"
     blocker: str
     on_missing: OnMissing | None = None
     next: str | None = Field(default=None, description="The next allowed action when this condition holds; "
                                                        "default: the phase's `next`.")
+
+    @model_validator(mode="after")
+    def _when_or_violations(self) -> StopCondition:
+        if self.when is None and self.violations is None:
+            raise ValueError("a stop condition needs `when` (a bool condition) or `violations` (a list of what "
+                             "stops the phase)")
+        _rows_need_violations(self.row, self.violations)
+        return self
+
+    @property
+    def condition(self) -> str:
+        """The condition that decides it (the default one when only violations are given)."""
+        return self.when if self.when is not None else DEFAULT_VIOLATIONS_WHEN
 
 
 class Derived(BaseModel):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
 from policyrun.facts import Provenance
-from policyrun.model import Status
+from policyrun.model import RowSpec, Status
 
 TRACE_FORMAT = 1
 
@@ -52,7 +52,11 @@ class CheckRecord:
     facts: list[str] = Field(default_factory=list, description="Probe ids whose provenance backs this check.")
     message: str | None = Field(default=None, description="For people: the blocker this check imposes, or why its "
                                                           "result is UNKNOWN.")
-    violations: Any = Field(default=None, description="The evidence's `violations` list (summarised when large).")
+    violations: Any = Field(default=None, description="The check's `violations` list (summarised when large).")
+    # Written only for a check that declares `row:`, so traces of rulebooks without rows are unchanged.
+    row: RowSpec | None = Field(default=None, exclude_if=lambda v: v is None,
+                                description="The fields of the violations' rows, and which locate a row, as the "
+                                            "check's `row:` declares them.")
     unknown: Literal["missing", "deliberate", "error"] | None = Field(
         default=None, description="Why an UNKNOWN result is unknown: a missing fact or value, the rulebook's own "
                                   "unknown('why'), or an evaluation error.")

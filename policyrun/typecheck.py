@@ -145,7 +145,10 @@ def fact_schemas(model: Any) -> dict[str, SchemaView]:
     return out
 
 
-def check_expression(compiled: Compiled, schemas: Mapping[str, SchemaView]) -> list[TypeFinding]:
+def check_expression(compiled: Compiled, schemas: Mapping[str, SchemaView],
+                     roots: Mapping[str, SchemaView] | None = None) -> list[TypeFinding]:
+    """Findings for the fact paths of an expression; `roots` gives other variables a schema (a
+    check's `violations` rows, policyrun.checks)."""
     findings: list[TypeFinding] = []
     ast = compiled.ast
 
@@ -256,7 +259,7 @@ def check_expression(compiled: Compiled, schemas: Mapping[str, SchemaView]) -> l
                     "L029", f"compares {text} ({'/'.join(sorted(types))}) with a {const_type} constant "
                             f"{const_node.value!r}; the comparison fails at run time", line, col))
 
-    visit(ast.root, {})
+    visit(ast.root, dict(roots or {}))
     unique = {(f.code, f.line, f.column, f.message): f for f in findings}
     return list(unique.values())
 
@@ -266,3 +269,9 @@ def check_source(source: str, schemas: Mapping[str, SchemaView]) -> list[TypeFin
         return check_expression(compile_expr(source), schemas)
     except ExprError:
         return []  # reported by the expression checks
+
+
+def rows_schema(fields: tuple[str, ...]) -> SchemaView:
+    """A `violations` list of rows with exactly the declared fields (`row:`), each of any type."""
+    return SchemaView({"type": "array", "items": {"type": "object", "properties": {f: {} for f in fields},
+                                                  "additionalProperties": False}})

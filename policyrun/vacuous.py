@@ -73,7 +73,7 @@ def _analyse(rb: LoadedRulebook, empty: Mapping[str, Any]) -> list[Finding]:
             for path, sources, role in _conditions(phase, ("phases", pi)):
                 if not any(pid in _probes(s, derived_reads) for s in sources if s):
                     continue
-                result = _evidence(sources, variables) if role == "evidence" else _other(sources[0], role, variables)
+                result = _evidence(sources, variables) if role == "evidence" else _other(sources, role, variables)
                 if result == _SATISFIED:
                     satisfied.append((path, sources[1] if path[-1] == "violations" else sources[2]))
                 elif result is not None:
@@ -98,9 +98,10 @@ def _conditions(phase: Any, base: NodePath) -> Iterator[tuple[NodePath, tuple[st
     """(node, expressions, role) for every condition of a phase; an evidence's expressions are
     (applies_when or "", violations or "", check)."""
     for j, cond in enumerate(phase.preconditions):
-        yield (*base, "preconditions", j), (cond.check,), "precondition"
+        yield (*base, "preconditions", j), (cond.violations or "", cond.condition), "precondition"
     for j, stop in enumerate(phase.stop_when):
-        yield (*base, "stop_when", j, "when"), (stop.when,), "stop"
+        yield (*base, "stop_when", j, "when" if stop.when is not None else "violations"), \
+            (stop.violations or "", stop.condition), "stop"
     for j, ev in enumerate(phase.evidence):
         node: NodePath = (*base, "evidence", j, "check" if ev.check is not None else "violations")
         yield node, (ev.applies_when or "", ev.violations or "", ev.condition), "evidence"
@@ -132,8 +133,15 @@ def _evidence(sources: tuple[str, ...], variables: Mapping[str, Any]) -> str | N
     return _SATISFIED if value is True else (_FAILS if value is False else _UNKNOWN)
 
 
-def _other(source: str, role: str, variables: Mapping[str, Any]) -> str | None:
-    """A precondition or stop condition: None when it lets the phase pass on the empty fact."""
+def _other(sources: tuple[str, ...], role: str, variables: Mapping[str, Any]) -> str | None:
+    """A precondition or stop condition ((violations or "", condition)): None when it lets the
+    phase pass on the empty fact."""
+    violations, source = sources
+    if violations:
+        found = _value(violations, variables, condition=False)
+        if not isinstance(found, list):
+            return _FAILS
+        variables = {**variables, "violations": found}
     value = _value(source, variables)
     if value is (role == "precondition"):
         return None

@@ -618,3 +618,30 @@ def test_owners_reads_a_pytest_node_id_as_its_module() -> None:
     assert value("facts.ids.owners(facts.names)", ids=ids,
                  names=["tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]) == [
         "tests.unit.test_a", "tests.unit.sub.test_b", "tests.unit"]
+
+
+# --- given ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("expr", "expected"), [
+    ("given(facts.v)", True), ("given(facts.empty)", False), ("given(facts.none)", False),
+    ("given(facts.rows)", True), ("given(facts.no_rows)", False), ("given(facts.m)", True),
+    ("given(facts.no_m)", False), ("given(facts.zero)", True), ("given(facts.no)", True),
+    ("given(facts.half)", True), ("facts.v.given()", None),
+])
+def test_given_is_true_for_a_value_that_is_neither_null_nor_empty(expr: str, expected: bool | None) -> None:
+    facts = {"v": "v0.9.1", "empty": "", "none": None, "rows": [{}], "no_rows": [], "m": {"a": 1}, "no_m": {},
+             "zero": 0, "no": False, "half": 0.5}
+    if expected is None:  # a plain function, not a method: a value is not the subject of a question about it
+        assert compile_fails(expr)
+        return
+    assert value(expr, **facts) is expected
+    assert compile_condition(expr).result_type == "BOOL"
+
+
+def compile_fails(expr: str) -> bool:
+    from policyrun.expr import ExprError
+    try:
+        compile_expr(expr)
+    except ExprError:
+        return True
+    return not run(expr, v="x").ok

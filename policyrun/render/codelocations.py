@@ -25,6 +25,7 @@ from policyrun.facts import Provenance
 from policyrun.render.records import probe_of
 from policyrun.render.view import is_decisive
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
+from policyrun.violationrows import row_site
 
 SRCROOT = "%SRCROOT%"
 MAX_LOCATIONS = 20
@@ -294,7 +295,9 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
         items = check.violations if isinstance(check.violations, list) else [check.violations]
         for item in items:
             where = f"violation of {check.id}"
-            if isinstance(item, str):
+            if check.row is not None and (site := row_site(item, check.row)) is not None:
+                add(iter([_Raw(site[0], site[1], 0, where)]), list(check.facts))  # the row's declared location
+            elif isinstance(item, str):
                 add(_sites(item, where), list(check.facts))
             elif located:
                 add(_walk(item, "", where, [_MAX_NODES]), list(check.facts))
@@ -316,6 +319,12 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
             for name in _param_files(prov):
                 add(iter([_Raw(name, 0, 0, f"facts.{probe} ({prov.kind}), read by {check.id}")]), [probe])
     return out.items
+
+
+def row_location(resolver: Resolver, probes: list[str], path: str, line: int, where: str) -> CodeLocation:
+    """A `violations` row's declared file and line, resolved as the rows of the check's facts are."""
+    root, repo = _root_for(resolver, probes)
+    return resolver.resolve(_Raw(path, line, 0, where), root, repo)
 
 
 def _param_files(prov: Provenance) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from policyrun.errors import Finding
 from policyrun.lintcodes import describe
 from policyrun.render.codelocations import CodeLocation, Resolver, check_locations, failing_checks
+from policyrun.render.rowsites import located_rows
 from policyrun.safetext import visible_controls
 from policyrun.trace import CheckRecord, PhaseRecord, Trace
 
@@ -94,7 +95,9 @@ def _check_message(phase: PhaseRecord, check: CheckRecord, others: list[CodeLoca
 
 def render_trace_github(trace: Trace, *, base_dir: Path | None = None) -> str:
     """One annotation per failing check of every FAIL, BLOCKED, STOPPED (error) or WARN (warning)
-    phase, at the first code location the check read, else at the check's rulebook line."""
+    phase, at the first code location the check read, else at the check's rulebook line. A check
+    whose `row:` names a file has one annotation per row in the repository instead (and its own as
+    well when some row is not there)."""
     resolver = Resolver(trace, base_dir)
     lines = []
     for phase in trace.phases:
@@ -110,6 +113,14 @@ def render_trace_github(trace: Trace, *, base_dir: Path | None = None) -> str:
                                  col=at.column if at else 0, title=f"{trace.rulebook.name} {phase.phase}"))
             continue
         for check in checks:
+            rows = [r for r in located_rows(check, resolver) if r.location.in_source_root]
+            for row in rows:  # a check whose `row:` names a file: one annotation per row, at the row
+                lines.append(command(level, f"{phase.phase} is {phase.status}: {check.id}: {row.text}\n"
+                                            f"next allowed action: {phase.next_allowed_action}",
+                                     file=row.location.path, line=row.location.line,
+                                     title=f"{trace.rulebook.name} {phase.phase} {phase.status}: {check.id}"))
+            if rows and isinstance(check.violations, list) and len(rows) == len(check.violations):
+                continue  # every row has its annotation; the check's own would repeat them
             locations = check_locations(trace, check, resolver)
             at = _annotation_at(locations, resolver.rulebook(check.location) or resolver.rulebook(phase.location))
             message = _check_message(phase, check, [x for x in locations if x != at])

@@ -6,7 +6,8 @@ regions carry 1-based `startLine`/`startColumn`. A failing phase is placed on th
 checks read (policyrun.render.codelocations), with the rulebook lines as related locations when
 the rulebook is a file of the user's repository (a shipped rulebook's file is not: it is never a
 location). Mentions of related locations in the message are embedded links, so code scanning
-shows both sides of a disagreement. Output is deterministic: results are sorted, and no timestamps are written.
+shows both sides of a disagreement. A failing check whose `row:` names a file adds one result per
+row, at the row's file and line. Output is deterministic: results are sorted, and no timestamps are written.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from policyrun.errors import Finding, Location
 from policyrun.lintcodes import describe, help_markdown
 from policyrun.render.codelocations import (SRCROOT, CodeLocation, Resolver, failing_checks, parse_location,
                                             phase_locations)
+from policyrun.render.rowsites import located_rows
 from policyrun.safetext import json_controls
 from policyrun.render.view import format_read
 from policyrun.trace import PhaseRecord, Trace
@@ -234,6 +236,27 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
     return result
 
 
+def _row_results(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolver) -> list[dict[str, Any]]:
+    """One result per located row of the phase's failing checks (a check with `row:` naming a file),
+    at the row's file and line, under the phase's rule."""
+    out = []
+    for check in failing_checks(phase):
+        for row in located_rows(check, resolver):
+            where = row.location.text()
+            text = f"{phase.phase} {phase.status}: {check.id}: {row.text}"
+            out.append({
+                "ruleId": f"{trace.rulebook.name}/{phase.phase}", "ruleIndex": index,
+                "kind": "fail", "level": _PHASE_LEVELS[phase.status],
+                "message": {"text": text},
+                "locations": [_code_location(row.location)],
+                "partialFingerprints": {"policyrunRow/v1": _fingerprint(trace.rulebook.name, trace.mode, phase.phase,
+                                                                        check.id, where, row.text)},
+                "properties": {"rulebook": trace.rulebook.name, "phase": phase.phase, "status": phase.status,
+                               "check": check.id, "row": True,
+                               "next_allowed_action": phase.next_allowed_action}})
+    return out
+
+
 def _phase_rule(trace: Trace, p: PhaseRecord) -> dict[str, Any]:
     return {"id": f"{trace.rulebook.name}/{p.phase}", "name": p.phase,
             "shortDescription": {"text": p.title or p.phase},
@@ -266,12 +289,16 @@ def trace_to_sarif(trace: Trace, *, tool_version: str | None = None, base_dir: P
         tool_version = __version__
     resolver = Resolver(trace, base_dir)
     phases = [p for p in trace.phases if p.status in _PHASE_LEVELS]
-    results = [_phase_result(trace, p, i, resolver) for i, p in enumerate(phases)]
-    unlocated = [r["ruleId"] for r in results if "locations" not in r]
+    # Per phase: its result, then one result per located row of its failing checks (`row:`).
+    per_phase = [[_phase_result(trace, p, i, resolver), *_row_results(trace, p, i, resolver)]
+                 for i, p in enumerate(phases)]
+    unlocated = [found[0]["ruleId"] for found in per_phase if "locations" not in found[0]]
     if located_only and unlocated:
-        kept = [(p, r) for p, r in zip(phases, results, strict=True) if "locations" in r]
+        kept = [(p, [r for r in found if "locations" in r]) for p, found in zip(phases, per_phase, strict=True)]
+        kept = [(p, found) for p, found in kept if found]
         phases = [p for p, _ in kept]
-        results = [{**r, "ruleIndex": i} for i, (_, r) in enumerate(kept)]
+        per_phase = [[{**r, "ruleIndex": i} for r in found] for i, (_, found) in enumerate(kept)]
+    results = [r for found in per_phase for r in found]
     rules = [_phase_rule(trace, p) for p in phases]
     run_props: dict[str, Any] = {"rulebook": trace.rulebook.name, "rulebook_version": trace.rulebook.version,
                                  "rulebook_sha256": trace.rulebook.sha256,
