@@ -22,7 +22,7 @@ from policyrun.cli import main
 from policyrun.errors import Finding, Location
 from policyrun.facts import Provenance, RepoState
 from policyrun.lintcodes import LINT_CODES
-from policyrun.render.sarif import artifact_uri, parse_location, render_sarif, trace_to_sarif
+from policyrun.render.sarif import artifact_uri, render_sarif, trace_to_sarif
 from policyrun.trace import CheckRecord, DerivedRecord, PhaseRecord, Read, Trace, load_trace
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text())
@@ -135,14 +135,6 @@ def test_artifact_uri_is_relative_to_base(tmp_path: Path) -> None:
     assert artifact_uri(str(tmp_path / "rb" / "a.yaml"), tmp_path) == "rb/a.yaml"
     assert artifact_uri("./rb/a.yaml") == "rb/a.yaml"
     assert artifact_uri("/elsewhere/a.yaml", tmp_path) == "file:///elsewhere/a.yaml"
-
-
-def test_parse_location() -> None:
-    assert parse_location("a/b.yaml:12:5") == Location("a/b.yaml", 12, 5)
-    assert parse_location("a/b.yaml:12") == Location("a/b.yaml", 12)
-    assert parse_location("C:/x/b.yaml:3:1") == Location("C:/x/b.yaml", 3, 1)
-    assert parse_location("b.yaml") == Location("b.yaml")
-    assert parse_location(None) is None
 
 
 def test_schema_rejects_misspelt_properties() -> None:
