@@ -42,21 +42,16 @@ class Location:
         """The Location `str` wrote. Only the last two `:`-separated parts are a position, so a
         file name may hold colons (`C:\\rb.yaml:3:1`, `a:b.yaml:3:1`); text that does not end in
         `:line:column` with a line is a file alone (`C:\\rb.yaml`, `notes:12`)."""
-        file, line, column = _position(text)
-        return cls(file, line, column) if file else cls(text)
-
-
-def _position(text: str) -> tuple[str, int, int]:
-    head, sep, col = text.rpartition(":")
-    file, sep2, line = head.rpartition(":")
-    if sep and sep2 and _number(line) and _number(col) and int(line) > 0:
-        return file, int(line), int(col)
-    return "", 0, 0
+        head, sep, col = text.rpartition(":")
+        file, sep2, line = head.rpartition(":")
+        if sep and sep2 and _number(line) and _number(col) and int(line) > 0:
+            return cls(file, int(line), int(col))
+        return cls(text)
 
 
 def _number(text: str) -> bool:
     # ASCII digits only: str.isdigit() takes '²' and other digits int() refuses.
-    return bool(text) and text.isascii() and text.isdigit()
+    return text.isascii() and text.isdigit()
 
 
 def display_path(path: str | os.PathLike[str]) -> str:

@@ -186,12 +186,14 @@ def test_warn_phase_is_a_warning_and_skipped_is_absent() -> None:
     assert run["tool"]["driver"]["rules"][0]["defaultConfiguration"] == {"level": "warning"}
 
 
-def test_trace_sarif_falls_back_to_rulebook_path() -> None:
-    trace = tf.generic().model_copy(update={"rulebook": tf.generic().rulebook.model_copy(update={"path": "rb.yaml"})})
+@pytest.mark.parametrize("path, uri", [("rb.yaml", "rb.yaml"), ("rules/gate:2", "rules/gate%3A2")])
+def test_trace_sarif_falls_back_to_rulebook_path(path: str, uri: str) -> None:
+    """A rulebook file whose name ends like a line number (`gate:2`) is that file, at its first line."""
+    trace = tf.generic().model_copy(update={"rulebook": tf.generic().rulebook.model_copy(update={"path": path})})
     trace = trace.model_copy(update={"phases": [p.model_copy(update={"location": None}) for p in trace.phases]})
     run = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]
     failing = [r for r in run["results"] if "locations" in r]
-    assert failing and all(_where(r["locations"][0])[:3] == ("rb.yaml", "%SRCROOT%", 1) for r in failing
+    assert failing and all(_where(r["locations"][0])[:3] == (uri, "%SRCROOT%", 1) for r in failing
                            if not r.get("relatedLocations"))
 
 
