@@ -113,7 +113,8 @@ def test_every_recorded_check_is_located_where_the_rulebook_declares_it(tmp_path
     recorded = {str(CheckId.of_record(p["phase"], c["kind"], c["id"], trace["mode"])): c["location"]
                 for p in trace["phases"] for c in p["evidence"]}
     recorded |= {str(CheckId(None, "verdict", c["id"])): c["location"] for c in trace["verdict"]["conditions"]}
-    assert recorded.keys() == where.keys() - {"mode/ci/B", "derive/twice"}  # B has no `when`
+    recorded |= {str(CheckId(None, "derive", d["id"])): d["location"] for d in trace["derived"]}
+    assert recorded.keys() == where.keys() - {"mode/ci/B"}  # B has no `when`
     assert all(recorded[k] == where[k] and where[k].startswith(f"{path}:") for k in recorded)
     locations = check_locations(rb)
     assert locations["phase.A.evidence.guarded.applies_when"] == str(rb.locate(("phases", 0, "evidence", 1,
