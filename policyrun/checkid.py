@@ -83,8 +83,8 @@ class CheckId:
 
     @property
     def in_phase(self) -> str:
-        """`PHASE.id`, as a waiver names the check it waives."""
-        return f"{self.phase}.{self.id}" if self.phase is not None else self.id
+        """`PHASE.id`, as a waiver or a test case names the check."""
+        return in_phase(self.phase, self.id) if self.phase is not None else self.id
 
 
 def check_label(kind: str, record_id: str) -> str:
@@ -93,9 +93,14 @@ def check_label(kind: str, record_id: str) -> str:
     return f"{kind} {record_id}"
 
 
+def in_phase(phase: str, check: str) -> str:
+    """`PHASE.id`: a check named without its kind, as waivers and test files write it."""
+    return f"{phase}.{check}"
+
+
 def split_in_phase(text: str) -> tuple[str, str]:
-    """(phase, check id) of a `PHASE.id` reference (`CheckId.in_phase`), as test files and waivers
-    write a check without its kind; phase ids hold no '.', so the first one splits."""
+    """(phase, check id) of a `PHASE.id` reference (`in_phase`); phase ids hold no '.', so the
+    first one splits."""
     phase, _, check = text.partition(".")
     return phase, check
 

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policyrun.checkid import CheckId, CheckKind, rulebook_checks
+from policyrun.checkid import CheckId, CheckKind, in_phase, rulebook_checks
 from policyrun.errors import Finding, Location, UsageError
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
@@ -61,7 +61,7 @@ class Waiver(BaseModel):
     @property
     def target(self) -> str:
         """The check it names, as `PHASE.id` (a waiver does not say which kind of check)."""
-        return f"{self.phase}.{self.check}"
+        return in_phase(self.phase, self.check)
 
 
 class WaiverFile(BaseModel):
@@ -157,8 +157,7 @@ class Waivers:
     def find(self, rulebook: Any, mode: str, phase: str, check: str) -> dict[str, Any] | None:
         """The waiver record for a failing evidence check or stop condition of `phase`, or None
         (noting why a matching one did not apply)."""
-        kinds = {c.id.id: c.id for c in rulebook_checks(rulebook) if c.id.phase == phase and c.id.kind in WAIVABLE}
-        target = kinds.get(check)
+        target = _waivable(rulebook, phase).get(check)
         for i, w in enumerate(self.waivers):
             if target is None or not w.waives(rulebook.name, target):
                 continue
@@ -205,10 +204,15 @@ class Waivers:
         return out
 
 
+def _waivable(rulebook: Any, phase: str) -> dict[str, CheckId]:
+    """The checks of `phase` a waiver may name, by id: its evidence, then its stop conditions that
+    have an id."""
+    checks = [c.id for c in rulebook_checks(rulebook) if c.id.phase == phase and c.id.kind in WAIVABLE and c.spec.id]
+    return {c.id: c for c in sorted(checks, key=lambda c: c.kind != "evidence")}
+
+
 def _check_ids(rulebook: Any, phase: str) -> list[str]:
-    """The ids a waiver may name in `phase`: its evidence, then its stop conditions that have an id."""
-    ids = [c.id for c in rulebook_checks(rulebook) if c.id.phase == phase and c.id.kind in WAIVABLE and c.spec.id]
-    return [i.id for i in ids if i.kind == "evidence"] + [i.id for i in ids if i.kind == "stop_when"]
+    return list(_waivable(rulebook, phase))
 
 
 def lint_waivers(path: Path) -> list[Finding]:
