@@ -8,10 +8,12 @@ A check is named by the phase it belongs to, its kind and its id: `CheckId("GATE
     mode/MODE/GATE                  whether mode MODE runs phase GATE (its `when`)
     verdict/ID   derive/ID          a verdict's condition, a derived value
 
-Every other way a report names a check is a property of the same value (`label` for explain,
-JUnit and annotations, `record_id` for the trace, `in_phase` for waivers), so none builds or splits
-the string itself. `rulebook_checks` lists the checks a rulebook declares, each with its node in
-the document and the key its location is looked up under during evaluation.
+Every other way a check is named comes from here too, so no report builds or splits the text
+itself: `check_label` (`evidence unit_passed`: explain, JUnit, annotations, SARIF), `in_phase` and
+`split_in_phase` (`GATE.unit_passed`: waivers, test files), `phase_rule_id` (a phase's SARIF rule).
+`rulebook_checks` lists the checks a rulebook declares, each with its node in the document and
+the key its location is looked up under during evaluation (the interpreter builds the same keys;
+tests/test_checkid.py checks that every check it records is located).
 """
 
 from __future__ import annotations
