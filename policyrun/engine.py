@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from policyrun.checkid import rulebook_checks
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
 from policyrun.interpreter import evaluate_records, with_provenance
@@ -42,35 +43,23 @@ def load_checked(ref: str | Path | None) -> LoadedRulebook:
 
 def check_locations(rb: LoadedRulebook) -> dict[str, str]:
     """Interpreter location keys → "file:line:col" for phases and their checks (computed once
-    per loaded rulebook)."""
+    per loaded rulebook). The trace records locations as text (Location's one text form)."""
     cached = rb.__dict__.get("_locations")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     out: dict[str, str] = {}
-    for name, mode in rb.model.modes.items():
-        for i, entry in enumerate(mode.phases):
-            out[f"modes.{name}.{entry.phase}.when"] = str(rb.locate(("modes", name, "phases", i)))
     for i, phase in enumerate(rb.model.phases):
-        base = ("phases", i)
-        out[f"phase.{phase.id}"] = str(rb.locate(base))
-        for j, _ in enumerate(phase.preconditions):
-            out[f"phase.{phase.id}.preconditions.{j}"] = str(rb.locate((*base, "preconditions", j)))
-        for j, _ in enumerate(phase.stop_when):
-            out[f"phase.{phase.id}.stop_when.{j}"] = str(rb.locate((*base, "stop_when", j)))
-        for j, ev in enumerate(phase.evidence):
-            key = f"phase.{phase.id}.evidence.{ev.id}"
-            out[key] = str(rb.locate((*base, "evidence", j)))
+        out[f"phase.{phase.id}"] = str(rb.locate(("phases", i)))
+    for check in rulebook_checks(rb.model):
+        out[check.key] = str(rb.locate(check.node))
+        if check.id.kind == "evidence":
             for part in ("check", "violations", "applies_when"):
-                if getattr(ev, part) is not None:
-                    out[f"{key}.{part}"] = str(rb.locate((*base, "evidence", j, part)))
-    for did in rb.model.derive:
-        out[f"derive.{did}"] = str(rb.locate(("derive", did, "value")))
+                if getattr(check.spec, part) is not None:
+                    out[f"{check.key}.{part}"] = str(rb.locate((*check.node, part)))
     for pid, spec in rb.model.probes.items():
         for part in ("for_each", "key"):  # a fan-out's errors name them
             if getattr(spec, part) is not None:
                 out[f"probe.{pid}.{part}"] = str(rb.locate(("probes", pid, part)))
-    for i, verdict in enumerate(rb.model.verdicts):
-        out[f"verdict.{verdict.id}"] = str(rb.locate(("verdicts", i, "when")))
     object.__setattr__(rb, "_locations", out)
     return out
 

@@ -22,7 +22,11 @@ EXIT_INTERNAL = 4
 
 @dataclass(frozen=True, order=True)
 class Location:
-    """A position in a file; line and column are 1-based."""
+    """A position in a file; line and column are 1-based (0: the whole file, the whole line).
+
+    Its one text form is `file:line:column`, or the file alone when there is no line; traces and
+    reports carry that text and `Location.parse` reads it back.
+    """
 
     file: str
     line: int = 0
@@ -32,6 +36,22 @@ class Location:
         if self.line:
             return f"{self.file}:{self.line}:{self.column}"
         return self.file
+
+    @classmethod
+    def parse(cls, text: str) -> Location:
+        """The Location `str` wrote. Only the last two `:`-separated parts are a position, so a
+        file name may hold colons (`C:\\rb.yaml:3:1`, `a:b.yaml:3:1`); text that does not end in
+        `:line:column` with a line is a file alone (`C:\\rb.yaml`, `notes:12`)."""
+        head, sep, col = text.rpartition(":")
+        file, sep2, line = head.rpartition(":")
+        if sep and sep2 and _number(line) and _number(col) and int(line) > 0:
+            return cls(file, int(line), int(col))
+        return cls(text)
+
+
+def _number(text: str) -> bool:
+    # ASCII digits only: str.isdigit() takes '²' and other digits int() refuses.
+    return text.isascii() and text.isdigit()
 
 
 def display_path(path: str | os.PathLike[str]) -> str:

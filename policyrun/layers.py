@@ -13,7 +13,7 @@ from __future__ import annotations
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Plain data and text, errors, bounds: what every stage shares.
-    ("foundation", ("policyrun", "policyrun.errors", "policyrun.lintcodes", "policyrun.limits",
+    ("foundation", ("policyrun", "policyrun.errors", "policyrun.checkid", "policyrun.lintcodes", "policyrun.limits",
                     "policyrun.jsonfile", "policyrun.yamlsource", "policyrun.model", "policyrun.globs",
                     "policyrun.masking", "policyrun.gcpause", "policyrun.didyoumean", "policyrun.safetext",
                     "policyrun.outfiles", "policyrun.layers")),

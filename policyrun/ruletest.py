@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from policyrun.checkid import CheckId, rulebook_checks, split_in_phase
 from policyrun.errors import RulebookError, UsageError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, load_facts
 from policyrun.locate import resolve_ref
@@ -38,45 +39,31 @@ class CaseResult:
 
 @dataclass
 class Coverage:
-    """Per expression key, the results it took across the suite: every condition ("PHASE/kind/id",
-    "mode/MODE/PHASE", "verdict/id") and every derived value ("derive/id")."""
+    """Per check, keyed by its CheckId text ("PHASE/kind/id", "mode/MODE/PHASE", "verdict/id",
+    "derive/id"), the results it took across the suite: every condition and every derived value."""
 
     seen: dict[str, set[str]] = field(default_factory=dict)
 
     def declare(self, rb: LoadedRulebook) -> None:
-        for name, mode in rb.model.modes.items():
-            for entry in mode.phases:
-                if entry.when is not None:
-                    self.seen.setdefault(f"mode/{name}/{entry.phase}", set())
-        for did in rb.model.derive:
-            self.seen.setdefault(f"derive/{did}", set())
-        for phase in rb.model.phases:
-            for i, cond in enumerate(phase.preconditions):
-                self.seen.setdefault(f"{phase.id}/precondition/{cond.id or f'precondition[{i}]'}", set())
-            for i, stop in enumerate(phase.stop_when):
-                self.seen.setdefault(f"{phase.id}/stop_when/{stop.id or f'stop_when[{i}]'}", set())
-            for ev in phase.evidence:
-                self.seen.setdefault(f"{phase.id}/evidence/{ev.id}", set())
-        for verdict in rb.model.verdicts:
-            self.seen.setdefault(f"verdict/{verdict.id}", set())
+        for check in rulebook_checks(rb.model):
+            if check.id.kind == "mode_selection" and check.spec.when is None:
+                continue  # a phase the mode always runs: nothing to cover
+            self.seen.setdefault(str(check.id), set())
 
     def record(self, trace: Trace) -> None:
         for phase in trace.phases:
             for chk in phase.evidence:
-                if chk.kind == "mode_selection":
-                    key = f"mode/{trace.mode}/{phase.phase}"
-                else:
-                    key = f"{phase.phase}/{chk.kind}/{chk.id}"
+                key = str(CheckId.of_record(phase.phase, chk.kind, chk.id, trace.mode))
                 if key in self.seen:
                     # A deliberate unknown('why') is the check's "not satisfied" side (`x || unknown(...)`
                     # is never false by design).
                     self.seen[key].add("DELIBERATE_UNKNOWN" if chk.unknown == "deliberate" else chk.result)
         for d in trace.derived:
-            key = f"derive/{d.id}"
+            key = str(CheckId(None, "derive", d.id))
             if key in self.seen:
                 self.seen[key].add("COMPUTED" if d.error is None else "MISSING")
         for chk in trace.verdict.conditions:
-            key = f"verdict/{chk.id}"
+            key = str(CheckId(None, "verdict", chk.id))
             if key in self.seen:
                 self.seen[key].add(chk.result)
 
@@ -85,14 +72,14 @@ class Coverage:
         as false for evidence guarded by applies_when, and so does a deliberate `unknown('why')`); a derived
         value when some case computed it."""
         got = self.seen[key]
-        if key.startswith("derive/"):
+        if CheckId.parse(key).kind == "derive":
             return "COMPUTED" in got
         return "SATISFIED" in got and bool(got & {"UNSATISFIED", "NOT_APPLICABLE", "DELIBERATE_UNKNOWN"})
 
     def missing(self, key: str) -> list[str]:
         """The results the suite still has to produce for `key` to be covered (empty when covered)."""
         got = self.seen[key]
-        if key.startswith("derive/"):
+        if CheckId.parse(key).kind == "derive":
             return [] if "COMPUTED" in got else ["COMPUTED"]
         out = [] if "SATISFIED" in got else ["SATISFIED"]
         if not got & {"UNSATISFIED", "NOT_APPLICABLE", "DELIBERATE_UNKNOWN"}:
@@ -280,7 +267,7 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
 
 
 def _check(by_id: dict[str, Any], ref: str) -> Any:
-    pid, _, cid = ref.partition(".")
+    pid, cid = split_in_phase(ref)
     rec = by_id.get(pid)
     return next((c for c in rec.evidence if c.id == cid), None) if rec else None
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from policyrun.checkid import split_in_phase
 from policyrun.errors import Finding, Location, PolicyrunError
 from policyrun.yamlsource import SourceMap
 
@@ -108,7 +109,7 @@ def _expected(case: str, expect: dict[str, Any], phases: dict[str, Any], smap: S
     refs = [(s, r) for s in ("messages", "checks") for r in expect.get(s) or {}] + \
            [("waived", r) for r in expect.get("waived") or []]
     for section, ref in refs:
-        pid, _, cid = ref.partition(".")
+        pid, cid = split_in_phase(ref)
         where = _key(smap, (*at, section, ref)) if section != "waived" else smap.locate((*at, section))
         if pid not in phases:
             out.append(Finding("K002", f"case {case!r}: {ref!r} names phase {pid!r}, which the rulebook does not "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,7 +183,7 @@ def _waivers(claim: Claim, given: Path | None) -> Any:
     parsed, sources, _ = load_waivers_file(given)
     shown, old = str(recorded["file"]), str(given)
     # Waivers name the file they came from; compare as if read from the path the claim records.
-    sources = [shown + s[len(old):] if s.startswith(old) else s for s in sources]
+    sources = [replace(s, file=shown) if s.file == old else s for s in sources]
     return Waivers(list(parsed.waivers), sources, as_of=date.fromisoformat(recorded["as_of"]),
                    as_of_given=bool(recorded.get("as_of_given")), file=shown, sha256=sha)
 

@@ -36,9 +36,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policyrun.checkid import CheckId, CheckKind, in_phase, rulebook_checks
 from policyrun.errors import Finding, Location, UsageError
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
+# The kinds of check a waiver may apply to; a precondition is never waived.
+WAIVABLE: tuple[CheckKind, ...] = ("evidence", "stop_when")
 
 
 class Waiver(BaseModel):
@@ -52,6 +55,14 @@ class Waiver(BaseModel):
     expires: date = Field(description="Last day (UTC) the waiver applies, YYYY-MM-DD.")
     ticket: str | None = Field(default=None, description="Where the follow-up is tracked.")
 
+    def waives(self, rulebook: str, check: CheckId) -> bool:
+        return (self.rulebook, self.phase, self.check) == (rulebook, check.phase, check.id) and check.kind in WAIVABLE
+
+    @property
+    def target(self) -> str:
+        """The check it names, as `PHASE.id` (a waiver does not say which kind of check)."""
+        return in_phase(self.phase, self.check)
+
 
 class WaiverFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"title": "policyrun waivers"})
@@ -62,7 +73,7 @@ class WaiverFile(BaseModel):
     waivers: list[Waiver] = Field(default_factory=list)
 
 
-def load_waivers(path: Path) -> tuple[list[Waiver], list[str]]:
+def load_waivers(path: Path) -> tuple[list[Waiver], list[Location]]:
     """The waivers and, for each, where it is written (`file:line:col`); errors located."""
     parsed, sources, _ = load_waivers_file(path)
     return list(parsed.waivers), sources
@@ -92,7 +103,7 @@ def file_sha256(path: Path) -> str:
             from None
 
 
-def load_waivers_file(path: Path) -> tuple[WaiverFile, list[str], Location | None]:
+def load_waivers_file(path: Path) -> tuple[WaiverFile, list[Location], Location | None]:
     """The parsed file, where each waiver is written, and where `issued` is."""
     from policyrun.rulebook import validation_findings
     from policyrun.yamlsource import load_yaml_file
@@ -114,7 +125,7 @@ def load_waivers_file(path: Path) -> tuple[WaiverFile, list[str], Location | Non
     except ValidationError as exc:
         findings = validation_findings(exc, smap)
         raise UsageError(f"waivers file: {findings[0].message}", code="W001", location=findings[0].location) from None
-    return (parsed, [str(smap.locate(("waivers", i))) for i in range(len(parsed.waivers))],
+    return (parsed, [smap.locate(("waivers", i)) for i in range(len(parsed.waivers))],
             smap.locate(("issued",)) if parsed.issued is not None else None)
 
 
@@ -130,7 +141,7 @@ def waivable(rulebook: Any, mode: str, phase: str) -> bool:
 class Waivers:
     """The waivers of one evaluation: matched as checks fail, the rest reported at the end."""
 
-    def __init__(self, waivers: list[Waiver], sources: list[str], *, as_of: date, as_of_given: bool = False,
+    def __init__(self, waivers: list[Waiver], sources: list[Location], *, as_of: date, as_of_given: bool = False,
                  file: str | None = None, sha256: str | None = None) -> None:
         self.waivers = waivers
         # The file's name and the sha256 of its bytes, recorded in the trace so `verify --waivers`
@@ -144,9 +155,11 @@ class Waivers:
         self.notes: dict[int, str] = {}  # waiver index → why it had no effect
 
     def find(self, rulebook: Any, mode: str, phase: str, check: str) -> dict[str, Any] | None:
-        """The waiver record for a failing check, or None (noting why a matching one did not apply)."""
+        """The waiver record for a failing evidence check or stop condition of `phase`, or None
+        (noting why a matching one did not apply)."""
+        target = _waivable(rulebook, phase).get(check)
         for i, w in enumerate(self.waivers):
-            if (w.rulebook, w.phase, w.check) != (rulebook.name, phase, check):
+            if target is None or not w.waives(rulebook.name, target):
                 continue
             if not waivable(rulebook, mode, phase):
                 self.notes[i] = f"phase {phase} cannot be waived in mode {mode} (the rulebook's modes.{mode}.waivers)"
@@ -156,7 +169,7 @@ class Waivers:
                 continue
             self.used.add(i)
             return {"owner": w.owner, "reason": w.reason, "expires": w.expires.isoformat(), "ticket": w.ticket,
-                    "source": self.sources[i]}
+                    "source": str(self.sources[i])}
         return None
 
     def report(self, rulebook: Any) -> dict[str, Any]:
@@ -177,13 +190,13 @@ class Waivers:
                 hint = difflib.get_close_matches(w.phase, [p.id for p in rulebook.phases], n=1)
                 why = f"rulebook {rulebook.name!r} has no phase {w.phase!r}" + (f"; did you mean {hint[0]!r}?"
                                                                                  if hint else "")
-            elif w.check not in _check_ids(phase):
-                hint = difflib.get_close_matches(w.check, _check_ids(phase), n=1)
+            elif w.check not in _check_ids(rulebook, phase.id):
+                hint = difflib.get_close_matches(w.check, _check_ids(rulebook, phase.id), n=1)
                 why = f"phase {w.phase} has no evidence or stop condition {w.check!r}" + (
                     f"; did you mean {hint[0]!r}?" if hint else "")
             else:
                 why = "the check did not fail (or its phase did not run)"
-            warnings.append(f"{where}: waiver for {w.phase}.{w.check} had no effect: {why}")
+            warnings.append(f"{where}: waiver for {w.target} had no effect: {why}")
         out: dict[str, Any] = {"as_of": self.as_of.isoformat(), "warnings": warnings}
         if self.sha256 is not None:
             out["file"] = self.file
@@ -191,8 +204,15 @@ class Waivers:
         return out
 
 
-def _check_ids(phase: Any) -> list[str]:
-    return [e.id for e in phase.evidence] + [s.id for s in phase.stop_when if s.id]
+def _waivable(rulebook: Any, phase: str) -> dict[str, CheckId]:
+    """The checks of `phase` a waiver may name, by id: its evidence, then its stop conditions that
+    have an id."""
+    checks = [c.id for c in rulebook_checks(rulebook) if c.id.phase == phase and c.id.kind in WAIVABLE and c.spec.id]
+    return {c.id: c for c in sorted(checks, key=lambda c: c.kind != "evidence")}
+
+
+def _check_ids(rulebook: Any, phase: str) -> list[str]:
+    return list(_waivable(rulebook, phase))
 
 
 def lint_waivers(path: Path) -> list[Finding]:
@@ -204,9 +224,7 @@ def lint_waivers(path: Path) -> list[Finding]:
         return [Finding(exc.code, exc.message, exc.location or Location(str(path)))]
     findings: list[Finding] = []
     today = date.today()
-    for w, src in zip(waivers, sources, strict=True):
-        file, line, col = _split(src)
-        where = Location(file, line, col)
+    for w, where in zip(waivers, sources, strict=True):
         rb = _rulebook(path, w.rulebook)
         if rb is not None:
             phase = rb.phase(w.phase)
@@ -214,23 +232,14 @@ def lint_waivers(path: Path) -> list[Finding]:
                 hint = difflib.get_close_matches(w.phase, [p.id for p in rb.phases], n=1)
                 findings.append(Finding("W002", f"rulebook {w.rulebook!r} has no phase {w.phase!r}"
                                         + (f"; did you mean {hint[0]!r}?" if hint else ""), where))
-            elif w.check not in _check_ids(phase):
-                hint = difflib.get_close_matches(w.check, _check_ids(phase), n=1)
+            elif w.check not in _check_ids(rb, phase.id):
+                hint = difflib.get_close_matches(w.check, _check_ids(rb, phase.id), n=1)
                 findings.append(Finding("W002", f"phase {w.phase} has no evidence or stop condition {w.check!r}"
                                         + (f"; did you mean {hint[0]!r}?" if hint else ""), where))
         if w.expires < today:
-            findings.append(Finding("W003", f"waiver for {w.phase}.{w.check} expired on {w.expires.isoformat()}; "
+            findings.append(Finding("W003", f"waiver for {w.target} expired on {w.expires.isoformat()}; "
                                     "renew it or remove it", where, severity="warning"))
     return findings
-
-
-def _split(source: str) -> tuple[str, int, int]:
-    file, _, rest = source.rpartition(":")
-    file2, _, line = file.rpartition(":")
-    try:
-        return file2, int(line), int(rest)
-    except ValueError:
-        return source, 0, 0
 
 
 def _rulebook(waivers_path: Path, name: str) -> Any:

@@ -22,7 +22,7 @@ from policyrun.cli import main
 from policyrun.errors import Finding, Location
 from policyrun.facts import Provenance, RepoState
 from policyrun.lintcodes import LINT_CODES
-from policyrun.render.sarif import artifact_uri, parse_location, render_sarif, trace_to_sarif
+from policyrun.render.sarif import artifact_uri, render_sarif, trace_to_sarif
 from policyrun.trace import CheckRecord, DerivedRecord, PhaseRecord, Read, Trace, load_trace
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text())
@@ -137,14 +137,6 @@ def test_artifact_uri_is_relative_to_base(tmp_path: Path) -> None:
     assert artifact_uri("/elsewhere/a.yaml", tmp_path) == "file:///elsewhere/a.yaml"
 
 
-def test_parse_location() -> None:
-    assert parse_location("a/b.yaml:12:5") == Location("a/b.yaml", 12, 5)
-    assert parse_location("a/b.yaml:12") == Location("a/b.yaml", 12)
-    assert parse_location("C:/x/b.yaml:3:1") == Location("C:/x/b.yaml", 3, 1)
-    assert parse_location("b.yaml") == Location("b.yaml")
-    assert parse_location(None) is None
-
-
 def test_schema_rejects_misspelt_properties() -> None:
     log = json.loads(render_sarif(FINDINGS[:1], tool_version="0"))
     log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startcolumn"] = 1
@@ -194,12 +186,14 @@ def test_warn_phase_is_a_warning_and_skipped_is_absent() -> None:
     assert run["tool"]["driver"]["rules"][0]["defaultConfiguration"] == {"level": "warning"}
 
 
-def test_trace_sarif_falls_back_to_rulebook_path() -> None:
-    trace = tf.generic().model_copy(update={"rulebook": tf.generic().rulebook.model_copy(update={"path": "rb.yaml"})})
+@pytest.mark.parametrize("path, uri", [("rb.yaml", "rb.yaml"), ("rules/gate:2", "rules/gate%3A2")])
+def test_trace_sarif_falls_back_to_rulebook_path(path: str, uri: str) -> None:
+    """A rulebook file whose name ends like a line number (`gate:2`) is that file, at its first line."""
+    trace = tf.generic().model_copy(update={"rulebook": tf.generic().rulebook.model_copy(update={"path": path})})
     trace = trace.model_copy(update={"phases": [p.model_copy(update={"location": None}) for p in trace.phases]})
     run = validate(trace_to_sarif(trace, tool_version="0"))["runs"][0]
     failing = [r for r in run["results"] if "locations" in r]
-    assert failing and all(_where(r["locations"][0])[:3] == ("rb.yaml", "%SRCROOT%", 1) for r in failing
+    assert failing and all(_where(r["locations"][0])[:3] == (uri, "%SRCROOT%", 1) for r in failing
                            if not r.get("relatedLocations"))
 
 

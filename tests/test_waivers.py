@@ -200,3 +200,19 @@ def test_an_as_of_from_the_files_issued_date_on_is_allowed_and_always_said(
     assert "policyrun: warning: " + AS_OF_NOTE.format("2026-12-01") in capsys.readouterr().err
     code, trace = _run(rb, facts, w, tmp_path / "o2", "--mode", "ci")  # today: nothing to say
     assert trace["waivers"]["warnings"] == [] and "--as-of" not in capsys.readouterr().err
+
+
+def test_a_waivers_file_in_a_folder_named_like_a_position_is_located_in_full(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A waiver's place in its file is a Location, never a string split again: a folder `c:1:2`
+    stays part of the file name in the trace and in lint findings."""
+    odd = tmp_path / "c:1:2"
+    odd.mkdir()
+    rb, facts, w = _files(odd, WAIVER + WAIVER.replace("check: unit_passed", "check: unit_pased"))
+    _, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2027-01-31")
+    check = next(c for c in trace["phases"][0]["evidence"] if c["id"] == "unit_passed")
+    assert check["waiver"]["source"] == f"{w}:3:5"
+    assert any(x.startswith(f"{w}:10:5: waiver for A.unit_pased had no effect") for x in trace["waivers"]["warnings"])
+    capsys.readouterr()
+    assert main(["lint", str(w)]) == 1
+    assert f"{w}:10:5: W002 phase A has no evidence or stop condition 'unit_pased'" in capsys.readouterr().out

@@ -16,7 +16,7 @@ import posixpath
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,26 +48,39 @@ _SITE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9_]*):(
 
 @dataclass(frozen=True)
 class CodeLocation:
-    path: str  # relative to `base` (a uriBaseId), or absolute when base is None
-    line: int = 0
-    column: int = 0
+    """A Location in a source tree: its file relative to `base` (a SARIF uriBaseId), or absolute
+    when base is None."""
+
+    at: Location
     base: str | None = SRCROOT
     note: str = ""  # what pointed here, for people
     site: str = ""  # `path:line` as the value or message wrote it, to link a mention of it (SARIF)
+
+    @property
+    def path(self) -> str:
+        return self.at.file
+
+    @property
+    def line(self) -> int:
+        return self.at.line
+
+    @property
+    def column(self) -> int:
+        return self.at.column
 
     @property
     def in_source_root(self) -> bool:
         return self.base == SRCROOT and not self.path.startswith("../")
 
     def text(self) -> str:
+        """`path:line[:column]`, as source sites are written in facts and messages (a column only when
+        known), for people reading a report."""
         return self.path + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.column else "")
 
 
 @dataclass(frozen=True)
 class _Raw:
-    path: str
-    line: int
-    column: int
+    at: Location  # as the fact wrote it: relative to the probe's root, or absolute
     where: str
     site: str = ""
 
@@ -105,21 +118,23 @@ class Resolver:
         return root, repo
 
     def resolve(self, raw: _Raw, root: str | None, repo: str | None) -> CodeLocation:
-        path = raw.path.replace("\\", "/")
+        path = raw.at.file.replace("\\", "/")
         if not posixpath.isabs(path) and root:
             path = posixpath.join(root, path)
         path = posixpath.normpath(path)
-        site = raw.site or (f"{raw.path}:{raw.line}" if raw.line else "")
+        site = raw.site or (f"{raw.at.file}:{raw.at.line}" if raw.at.line else "")
+
+        def at(file: str, base: str | None) -> CodeLocation:
+            return CodeLocation(replace(raw.at, file=file), base, raw.where, site)
+
         if not posixpath.isabs(path):
             # Relative to where the run happened, which CI makes the repository root.
-            return CodeLocation(path, raw.line, raw.column, None if path.startswith("../") else SRCROOT, raw.where,
-                                site)
+            return at(path, None if path.startswith("../") else SRCROOT)
         if self.root and _under(path, self.root):
-            return CodeLocation(posixpath.relpath(path, self.root), raw.line, raw.column, SRCROOT, raw.where, site)
+            return at(posixpath.relpath(path, self.root), SRCROOT)
         if repo and posixpath.isabs(repo) and _under(path, repo):
-            return CodeLocation(posixpath.relpath(path, repo), raw.line, raw.column, self._base_id(repo), raw.where,
-                                site)
-        return CodeLocation(path, raw.line, raw.column, None, raw.where, site)
+            return at(posixpath.relpath(path, repo), self._base_id(repo))
+        return at(path, None)
 
     def _base_id(self, repo: str) -> str:
         if repo not in self.bases:
@@ -141,15 +156,16 @@ class Resolver:
                           "description": {"text": f"repository {repo}" + (f" at {head}" if head else "")}}
         return out
 
-    def rulebook(self, text: str | None) -> CodeLocation | None:
-        """A rulebook `file:line:col` (a check's or phase's location) as a CodeLocation, or None
-        for a shipped rulebook: its file is inside the installed package, not the user's
-        repository, so it is no place to show a result (code scanning would list a file that
-        does not exist in the repository)."""
-        loc = parse_location(text)
+    def rulebook(self, loc: Location | str | None) -> CodeLocation | None:
+        """A place in the rulebook (a check's or phase's location as the trace records it) as a
+        CodeLocation, or None for a shipped rulebook: its file is inside the installed package, not
+        the user's repository, so it is no place to show a result (code scanning would list a file
+        that does not exist in the repository)."""
+        if isinstance(loc, str):
+            loc = Location.parse(loc) if loc else None
         if loc is None or is_shipped(loc.file):
             return None
-        return self.resolve(_Raw(loc.file, loc.line, loc.column, ""), None, None)
+        return self.resolve(_Raw(loc, ""), None, None)
 
 
 def is_shipped(file: str) -> bool:
@@ -165,19 +181,6 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def parse_location(text: str | None) -> Location | None:
-    """`file:line:col` (line and column optional) as a Location."""
-    if not text:
-        return None
-    parts = text.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return Location(parts[0], int(parts[1]), int(parts[2]))
-    parts = text.rsplit(":", 1)
-    if len(parts) == 2 and parts[1].isdigit():
-        return Location(parts[0], int(parts[1]))
-    return Location(text)
-
-
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -190,10 +193,14 @@ def _sites(text: str, where: str) -> Iterator[_Raw]:
     `dir/name.ext:line` inside it (`constant afd/x.py:12 = 0.26.0`)."""
     whole = _WHOLE_SITE.fullmatch(text.strip())
     if whole is not None:
-        yield _Raw(whole.group(1), int(whole.group(2)), int(whole.group(3) or 0), where, whole.group(0))
+        yield _Raw(_site_location(whole), where, whole.group(0))
         return
     for m in _SITE.finditer(text):
-        yield _Raw(m.group(1), int(m.group(2)), int(m.group(3) or 0), where, m.group(0))
+        yield _Raw(_site_location(m), where, m.group(0))
+
+
+def _site_location(m: re.Match[str]) -> Location:
+    return Location(m.group(1), int(m.group(2)), int(m.group(3) or 0))
 
 
 def _walk(value: Any, key: str, where: str, budget: list[int]) -> Iterator[_Raw]:
@@ -207,7 +214,7 @@ def _walk(value: Any, key: str, where: str, budget: list[int]) -> Iterator[_Raw]
         for field in ("path", "file"):
             name = value.get(field)
             if isinstance(name, str) and name:
-                yield _Raw(name, _int(value.get("line")), _int(value.get("column")), where)
+                yield _Raw(Location(name, _int(value.get("line")), _int(value.get("column"))), where)
                 return
         site = value.get("site")
         if isinstance(site, str):
@@ -226,7 +233,7 @@ def _walk(value: Any, key: str, where: str, budget: list[int]) -> Iterator[_Raw]
         if key in _SITE_KEYS:
             yield from _sites(value, where)
         elif key.endswith("_paths") and value:  # git.diff's added/changed/deleted/modified paths
-            yield _Raw(value, 0, 0, where)
+            yield _Raw(Location(value), where)
 
 
 def _candidates(trace: Trace, path: str, fallback: list[str]) -> list[str]:
@@ -270,7 +277,7 @@ class _Collector:
             old = self.items[at]
             column = old.column or loc.column
             if column != old.column or (loc.site and not old.site):
-                self.items[at] = CodeLocation(old.path, old.line, column, old.base, old.note, old.site or loc.site)
+                self.items[at] = replace(old, at=replace(old.at, column=column), site=old.site or loc.site)
 
     @property
     def full(self) -> bool:
@@ -296,7 +303,7 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
         for item in items:
             where = f"violation of {check.id}"
             if check.row is not None and (site := row_site(item, check.row)) is not None:
-                add(iter([_Raw(site[0], site[1], 0, where)]), list(check.facts))  # the row's declared location
+                add(iter([_Raw(Location(site[0], site[1], 0), where)]), list(check.facts))  # the row's declared location
             elif isinstance(item, str):
                 add(_sites(item, where), list(check.facts))
             elif located:
@@ -317,14 +324,14 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
         prov = trace.provenance.get(probe)
         if prov is not None and prov.kind in _FILE_KINDS:
             for name in _param_files(prov):
-                add(iter([_Raw(name, 0, 0, f"facts.{probe} ({prov.kind}), read by {check.id}")]), [probe])
+                add(iter([_Raw(Location(name), f"facts.{probe} ({prov.kind}), read by {check.id}")]), [probe])
     return out.items
 
 
 def row_location(resolver: Resolver, probes: list[str], path: str, line: int, where: str) -> CodeLocation:
     """A `violations` row's declared file and line, resolved as the rows of the check's facts are."""
     root, repo = _root_for(resolver, probes)
-    return resolver.resolve(_Raw(path, line, 0, where), root, repo)
+    return resolver.resolve(_Raw(Location(path, line, 0), where), root, repo)
 
 
 def _param_files(prov: Provenance) -> list[str]:

@@ -6,6 +6,7 @@ that decided each phase, the values they read, and where each value came from.
 
 from __future__ import annotations
 
+from policyrun.checkid import check_label
 from policyrun.errors import UsageError
 from policyrun.facts import Provenance
 from policyrun.safetext import escape_controls
@@ -57,7 +58,7 @@ def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
         w = check.waiver
         outcome = f" -> WAIVED ({w.get('owner')}, until {w.get('expires')}: {w.get('reason')})"
     where = f"  ({check.location})" if check.location else ""
-    lines = [f"{RESULT_ICONS.get(check.result, '?')} {check.kind} {check.id}: {check.result}{outcome}{where}",
+    lines = [f"{RESULT_ICONS.get(check.result, '?')} {check_label(check.kind, check.id)}: {check.result}{outcome}{where}",
              f"    {check.expression}"]
     if check.message:
         lines.append(f"    why: {check.message}")
@@ -102,7 +103,7 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
         lines.append(f"  defined: {phase.location}")
     deciders = [c for c in phase.evidence if c.outcome is not None]
     if deciders:
-        lines.append("  decided by: " + ", ".join(f"{c.kind} {c.id} -> {c.outcome}" for c in deciders))
+        lines.append("  decided by: " + ", ".join(f"{check_label(c.kind, c.id)} -> {c.outcome}" for c in deciders))
     checks = [c for c in phase.evidence if is_decisive(c)] if failures else list(phase.evidence)
     if checks:
         lines.append("  checks:")

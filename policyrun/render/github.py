@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from policyrun.checkid import check_label
 from policyrun.errors import Finding
 from policyrun.lintcodes import describe
 from policyrun.render.codelocations import CodeLocation, Resolver, check_locations, failing_checks
@@ -85,7 +86,7 @@ def _label(loc: CodeLocation) -> str:
 
 def _check_message(phase: PhaseRecord, check: CheckRecord, others: list[CodeLocation]) -> str:
     lines = [f"{phase.phase} is {phase.status}: {check.message or phase.blocker or phase.reason}",
-             f"{check.kind} {check.id} ({check.result}): {check.expression}"]
+             f"{check_label(check.kind, check.id)} ({check.result}): {check.expression}"]
     if others:
         lines.append("code: " + ", ".join(_label(loc) for loc in others[:10])
                      + (f" and {len(others) - 10} more" if len(others) > 10 else ""))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from policyrun.checkid import check_label
 from policyrun.safetext import escape_ci_commands
 from policyrun.render.records import outside_mode
 from policyrun.render.view import FAILING, format_read, is_decisive, record_text
@@ -39,7 +40,7 @@ def _failure_body(phase: PhaseRecord) -> str:
             continue
         outcome = f" -> {check.outcome}" if check.outcome else ""
         where = f" ({check.location})" if check.location else ""
-        lines.append(f"{check.kind} {check.id}: {check.result}{outcome}{where}")
+        lines.append(f"{check_label(check.kind, check.id)}: {check.result}{outcome}{where}")
         lines.append(f"  check: {check.expression}")
         if check.message:
             lines.append(f"  why: {check.message}")

@@ -21,16 +21,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from policyrun.checkid import check_label, phase_rule_id
 from policyrun.errors import Finding, Location
 from policyrun.lintcodes import describe, help_markdown
-from policyrun.render.codelocations import (SRCROOT, CodeLocation, Resolver, failing_checks, parse_location,
-                                            phase_locations)
+from policyrun.render.codelocations import SRCROOT, CodeLocation, Resolver, failing_checks, phase_locations
 from policyrun.render.rowsites import located_rows
 from policyrun.safetext import json_controls
 from policyrun.render.view import format_read
 from policyrun.trace import PhaseRecord, Trace
 
-__all__ = ["artifact_uri", "parse_location", "render_sarif", "trace_to_sarif"]
+__all__ = ["artifact_uri", "render_sarif", "trace_to_sarif"]
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -186,10 +186,10 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
     checks: list[tuple[CodeLocation, str | None]] = []
     for check in failing_checks(phase):
         if (loc := resolver.rulebook(check.location)) is not None:
-            checks.append((loc, f"{check.kind} {check.id} in the rulebook"))
+            checks.append((loc, f"{check_label(check.kind, check.id)} in the rulebook"))
     phase_loc = resolver.rulebook(phase.location)
-    if phase_loc is None and (file := parse_location(trace.rulebook.path)) is not None:
-        phase_loc = resolver.rulebook(f"{file.file}:1:1")
+    if phase_loc is None and trace.rulebook.path:
+        phase_loc = resolver.rulebook(Location(trace.rulebook.path, 1, 1))
     tail = [(phase_loc, f"phase {phase.phase} in the rulebook")] if phase_loc is not None else []
     # Primary: the first code location; related: the rulebook checks, the other code, the phase.
     # Without code locations the phase's rulebook line is primary, as for a rulebook finding.
@@ -213,7 +213,7 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
         if loc.site and (primary is None or loc.site != primary[0].site):
             targets.setdefault(loc.site, i)
     result: dict[str, Any] = {
-        "ruleId": f"{trace.rulebook.name}/{phase.phase}", "ruleIndex": index,
+        "ruleId": phase_rule_id(trace.rulebook.name, phase.phase), "ruleIndex": index,
         "kind": "fail", "level": _PHASE_LEVELS[status],
         "message": {"text": _embed_links(text, targets), "markdown": _phase_markdown(phase, code)},
     }
@@ -229,8 +229,7 @@ def _phase_result(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolv
     if phase.location and phase_loc is None:
         # Where the phase is defined, for people, when that is no file of this repository (a
         # shipped rulebook is named `<shipped>/NAME.yaml`, never by its installed path).
-        shown = parse_location(phase.location)
-        if shown is not None and shown.file.startswith("<"):
+        if Location.parse(phase.location).file.startswith("<"):
             props["rulebook_location"] = phase.location
     result["properties"] = props
     return result
@@ -245,7 +244,7 @@ def _row_results(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolve
             where = row.location.text()
             text = f"{phase.phase} {phase.status}: {check.id}: {row.text}"
             out.append({
-                "ruleId": f"{trace.rulebook.name}/{phase.phase}", "ruleIndex": index,
+                "ruleId": phase_rule_id(trace.rulebook.name, phase.phase), "ruleIndex": index,
                 "kind": "fail", "level": _PHASE_LEVELS[phase.status],
                 "message": {"text": text},
                 "locations": [_code_location(row.location)],
@@ -258,7 +257,7 @@ def _row_results(trace: Trace, phase: PhaseRecord, index: int, resolver: Resolve
 
 
 def _phase_rule(trace: Trace, p: PhaseRecord) -> dict[str, Any]:
-    return {"id": f"{trace.rulebook.name}/{p.phase}", "name": p.phase,
+    return {"id": phase_rule_id(trace.rulebook.name, p.phase), "name": p.phase,
             "shortDescription": {"text": p.title or p.phase},
             "fullDescription": {"text": f"Phase {p.phase} of rulebook {trace.rulebook.name}"},
             "help": {"text": f"Phase {p.phase} ({p.title or p.phase}) of rulebook {trace.rulebook.name} did not "

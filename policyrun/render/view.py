@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from policyrun.checkid import check_label
 from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
 from policyrun.model import worst_status
@@ -145,7 +146,8 @@ def record_text(phase: PhaseRecord) -> str:
         for check in phase.evidence:
             outcome = f" -> {check.outcome}" if check.outcome else ""
             reads = "; ".join(format_read(r, 72) for r in check.reads)
-            lines.append(f"  - {check.kind} {check.id}: {check.result}{outcome}" + (f"; {reads}" if reads else ""))
+            lines.append(f"  - {check_label(check.kind, check.id)}: {check.result}{outcome}"
+                         + (f"; {reads}" if reads else ""))
     else:
         lines.append("evidence: none recorded")
     lines.append(f"blocker: {phase.blocker or 'none'}")
