@@ -29,7 +29,8 @@ from policyrun.derivegraph import DeriveGraph
 from policyrun.derivegraph import graph_of as graph_of  # collection and tests read the graph from here too
 from policyrun.errors import PolicyrunError
 from policyrun.expr import guard_installed
-from policyrun.expreval import EvalContext, Rec, run_value, summarise_sized
+from policyrun.expreval import EvalContext, run_value, summarise_sized
+from policyrun.tracerecords import DerivedRec, ReadRec
 from policyrun.facts import FactsSnapshot
 from policyrun.functions import import_runtime
 from policyrun.functions.factstatus import fact_status
@@ -51,7 +52,7 @@ class Budget:
     used_bytes: int = 0
 
 
-def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: Budget | None = None) -> list[Rec]:
+def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: Budget | None = None) -> list[DerivedRec]:
     """Compute derived values in dependency order into ctx.variables["derived"] (the reasons for
     those without one into ctx.derived_errors); one trace record each. The only function that
     computes a derived value, for collection and evaluation alike; it refuses to run outside the
@@ -61,7 +62,7 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
     graph = graph_of(ctx.rulebook)
     budget = budget if budget is not None else Budget()
     wanted = None if only is None else set(only)
-    records: list[Rec] = []
+    records: list[DerivedRec] = []
     values = ctx.variables["derived"]
     for did in graph.order:
         if wanted is not None and did not in wanted:
@@ -69,7 +70,7 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
         spec = ctx.rulebook.derive[did]
         key = f"derive.{did}"
         where = ctx.locations.get(key)
-        rec: Rec = {"id": did, "expression": spec.value, "location": where}
+        rec: DerivedRec = {"id": did, "expression": spec.value, "location": where}
         if spec.modes is not None and ctx.mode not in spec.modes:
             ctx.derived_errors[did] = f"not derived in mode {ctx.mode} (its modes: {', '.join(spec.modes)})"
             records.append({**rec, "value": None, "error": ctx.derived_errors[did], "missing": True,
@@ -80,7 +81,7 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
         if budget.spent_s >= budget.seconds:
             error = (f"the derived value at {where or key} was not computed: the derived values used up their "
                      f"total time budget of {budget.seconds:g}s")
-            outcome_reads: list[Rec] = []
+            outcome_reads: list[ReadRec] = []
             ctx.derived_facts[did] = sorted(backing | graph.facts[did])
             ctx.derived_errors[did] = error
             ctx.derived_defects.add(did)

@@ -17,8 +17,9 @@ from policyrun import limits
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
 from policyrun.facts import FactsSnapshot, fact_code, host_read_error
 from policyrun.model import Rulebook
+from policyrun.trace import CheckKind, CheckResult
+from policyrun.tracerecords import CheckRec, ReadRec, SummaryRec
 
-Rec = dict[str, Any]  # a phase or check record as a dict, validated once into the Trace
 
 _MAX_READ_BYTES = limits.TRACE_VALUE_BYTES  # larger values are summarised in the trace; facts_sha256 pins them
 # Roots whose value changes while phases are evaluated, so expressions reading them are bound
@@ -41,7 +42,7 @@ class EvalContext:
     waivers: Any = None  # policyrun.waivers.Waivers, with --waivers
     # path → read record: facts, inputs, vars and derived values do not change during the phases,
     # so a path read by many checks is looked up and summarised once.
-    read_cache: dict[str, Rec] = field(default_factory=dict)
+    read_cache: dict[str, ReadRec] = field(default_factory=dict)
     # Evaluation only: probe id → why its fact is treated as failed although it holds a value (its
     # parameters read a derived value this evaluation could not compute; policyrun.derive).
     tainted: dict[str, str] | None = None
@@ -49,8 +50,8 @@ class EvalContext:
 
 @dataclass
 class CheckOutcome:
-    result: str  # SATISFIED | UNSATISFIED | UNKNOWN
-    reads: list[Rec]
+    result: CheckResult
+    reads: list[ReadRec]
     facts: list[str]
     message: str | None
     error: bool = False  # an evaluation error (not a missing fact): never tolerated as UNKNOWN
@@ -62,7 +63,7 @@ class ValueOutcome:
     """A value expression's result (derived values, violations)."""
 
     value: Any
-    reads: list[Rec]
+    reads: list[ReadRec]
     facts: list[str]
     message: str | None = None  # why there is no value
     error: bool = False
@@ -106,7 +107,7 @@ TAINTED = "dependency.failed"  # the error code of a fact whose parameters read 
 # --- expressions ------------------------------------------------------------------------------
 
 def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
-             ) -> tuple[Compiled | None, list[Rec], list[str], tuple[str, bool] | None]:
+             ) -> tuple[Compiled | None, list[ReadRec], list[str], tuple[str, bool] | None]:
     """Compile and read: (compiled, reads, fact ids, (why there is no result, is_error) or None)."""
     try:
         compiled = compile_condition(source) if condition else compile_expr(source)
@@ -141,7 +142,7 @@ def _prepare(ctx: EvalContext, source: str, key: str, condition: bool
     return compiled, reads, fact_ids, None
 
 
-def _missing_message(missing: list[Rec]) -> str:
+def _missing_message(missing: list[ReadRec]) -> str:
     """One line per missing fact or derived value, however many of its fields are read."""
     by_root: dict[str, str] = {}
     for r in missing:
@@ -150,7 +151,7 @@ def _missing_message(missing: list[Rec]) -> str:
     return "missing fact " + "; ".join(f"{root}: {err}" for root, err in by_root.items())
 
 
-def _defect(ctx: EvalContext, missing: list[Rec]) -> bool:
+def _defect(ctx: EvalContext, missing: list[ReadRec]) -> bool:
     """Whether a missing read is a derived value that has none because of an evaluation error or a
     bound (not a missing fact): then what reads it is an evaluation error too, which no mode's
     on_missing tolerates."""
@@ -164,7 +165,7 @@ def _eval(ctx: EvalContext, compiled: Compiled, violations: list[Any] | None) ->
     return evaluate(compiled, ctx.variables, ctx.activation)
 
 
-def _failed_elements(ctx: EvalContext, reads: Sequence[Rec]) -> str:
+def _failed_elements(ctx: EvalContext, reads: Sequence[ReadRec]) -> str:
     """For a missing key: the failed elements of the fan-out facts read, since a key a check could
     not find in a fan-out's map is most often an element whose run failed."""
     notes = []
@@ -180,7 +181,7 @@ def _failed_elements(ctx: EvalContext, reads: Sequence[Rec]) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _failure(ctx: EvalContext, key: str, outcome: Any, reads: Sequence[Rec] = ()) -> tuple[str, bool]:
+def _failure(ctx: EvalContext, key: str, outcome: Any, reads: Sequence[ReadRec] = ()) -> tuple[str, bool]:
     """(message, is_error) for a failed evaluation. A bound that was hit is one line naming the
     rulebook location, never the expression itself."""
     if outcome.kind == "missing_key":
@@ -231,7 +232,7 @@ def run_value(ctx: EvalContext, source: str, key: str, violations: list[Any] | N
     return ValueOutcome(outcome.value, reads, fact_ids)
 
 
-def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> Rec:
+def _read(ctx: EvalContext, path: str, parts: tuple[str, ...]) -> ReadRec:
     if parts[0] == "facts" and len(parts) > 1:
         fact = ctx.facts.facts.get(parts[1])
         if fact is None:
@@ -315,16 +316,16 @@ def _too_deep(value: Any, text: str) -> bool:
 on_summary: Callable[[str, str, str], None] | None = None
 
 
-def _summary(type_name: str, length: int, text: str) -> Rec:
+def _summary(type_name: str, length: int, text: str) -> SummaryRec:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     if on_summary is not None:
         on_summary(digest, type_name, text)
     return {"truncated": True, "type": type_name, "length": length, "sha256": digest}
 
 
-def record_check(ctx: EvalContext, check_id: str, kind: str, expression: str, outcome: CheckOutcome,
-            loc_key: str) -> Rec:
-    rec = {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
+def record_check(ctx: EvalContext, check_id: str, kind: CheckKind, expression: str, outcome: CheckOutcome,
+            loc_key: str) -> CheckRec:
+    rec: CheckRec = {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
            "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,
            "location": ctx.locations.get(loc_key)}
     if outcome.result == "UNKNOWN":

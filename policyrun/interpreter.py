@@ -13,7 +13,7 @@ docs/semantics.md):
 Fail closed: a check that reads a missing or failed fact (or a derived value that could not be
 computed) is UNKNOWN, never SATISFIED, and an evaluation error is never a pass.
 
-Records are built as plain dicts and validated into the `Trace` model once, at the end: one
+Records are built as typed dicts (policyrun.tracerecords) and validated into the `Trace` model once, at the end: one
 pass of pydantic's Rust validator costs far less than constructing thousands of models one by
 one, and keeps per-check cost close to the CEL runtime's own.
 """
@@ -27,7 +27,7 @@ from typing import Any
 from policyrun.derive import Budget, derive_values
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
 from policyrun.expr import ExprError, bounded_text, make_activation, render_value, split_template
-from policyrun.expreval import CheckOutcome, EvalContext, Rec, fact_status_of
+from policyrun.expreval import CheckOutcome, EvalContext, fact_status_of
 from policyrun.expreval import record_check as _record
 from policyrun.expreval import run_check as _run_check
 from policyrun.expreval import run_value as _run_value
@@ -36,8 +36,9 @@ from policyrun.facts import FactsSnapshot
 from policyrun.functions.factstatus import fact_status
 from policyrun.gcpause import gc_paused
 from policyrun.headline import headline
-from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, RowSpec, Rulebook, on_missing_for
+from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, RowSpec, Rulebook, Status, on_missing_for
 from policyrun.trace import RulebookRef, Trace
+from policyrun.tracerecords import CheckRec, PhaseRec, VerdictRec
 from policyrun.violationrows import row_problem, rows_text
 
 
@@ -92,8 +93,8 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     ctx.activation = make_activation({**ctx.variables, "facts": {k: fact_values[k] for k in rulebook.probes
                                                                  if k in fact_values}})
     selected = _mode_selection(ctx)
-    records: list[Rec] = []
-    by_id: dict[str, Rec] = {}
+    records: list[PhaseRec] = []
+    by_id: dict[str, PhaseRec] = {}
     runnable = [p.id for p in rulebook.phases if selected.phases.get(p.id) is None]
     phases_by_id = {p.id: p for p in rulebook.phases}  # not rulebook.phase(): one scan per phase
     first_block: str | None = None  # what the first phase run in this mode that did not pass says
@@ -130,14 +131,14 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
 @dataclass
 class Selection:
     phases: dict[str, str | None]  # phase id → None when selected, else the reason it is not
-    checks: dict[str, Rec]
+    checks: dict[str, CheckRec]
 
 
 def _mode_selection(ctx: EvalContext) -> Selection:
     mode = ctx.rulebook.modes[ctx.mode]
     listed = {m.phase: m for m in mode.phases}
     out: dict[str, str | None] = {}
-    checks: dict[str, Rec] = {}
+    checks: dict[str, CheckRec] = {}
     for phase in ctx.rulebook.phases:
         entry = listed.get(phase.id)
         if entry is None:
@@ -160,12 +161,12 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 
 # --- one phase --------------------------------------------------------------------------------
 
-def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec],
-           first_block: str | None) -> Rec:
+def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRec],
+           first_block: str | None) -> PhaseRec:
     loc = ctx.locations.get(f"phase.{phase.id}")
 
-    def record(status: str, reason: str, checks: list[Rec], blocker: str | None = None,
-               next_action: str | None = None) -> Rec:
+    def record(status: Status, reason: str, checks: list[CheckRec], blocker: str | None = None,
+               next_action: str | None = None) -> PhaseRec:
         blockers = [c["message"] for c in checks if c["outcome"] is not None and c["message"]]
         return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason, "evidence": checks,
                 "blocker": blocker, "blockers": blockers if len(blockers) > 1 else [],
@@ -181,7 +182,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
     if gate is not None:
         return record("SKIPPED", gate, mode_check)
 
-    checks: list[Rec] = list(mode_check)
+    checks: list[CheckRec] = list(mode_check)
     if mode_check and mode_check[0]["result"] == "UNKNOWN":
         mode_check[0]["outcome"] = "BLOCKED"
         return record("BLOCKED", f"mode selection {mode_check[0]['expression']!r} could not be evaluated",
@@ -205,7 +206,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
 
     # The first stop condition that holds (or cannot be ruled out) decides the status; every
     # evidence item is still evaluated and recorded, so the trace shows the whole phase.
-    stopped: tuple[str, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
+    stopped: tuple[Status, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
         key = f"phase.{phase.id}.stop_when.{i}"
         outcome, violations = _judge(ctx, stop.when, stop.violations, key, empty_holds=False, row=stop.row)
@@ -217,8 +218,9 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
             rec["message"] = _render_message(ctx, stop.blocker, rec, violations, stop.row)
             if stop.id and _waive(ctx, phase.id, stop.id, rec):
                 continue
-            rec["outcome"] = _at_least_blocked(stop.status) if rec.get("_unavailable") else stop.status
-            stopped = (rec["outcome"], f"stop condition {name!r} holds", rec["message"],
+            imposed: Status = _at_least_blocked(stop.status) if rec.get("_unavailable") else stop.status
+            rec["outcome"] = imposed
+            stopped = (imposed, f"stop condition {name!r} holds", rec["message"],
                        _check_next(ctx, stop.next, violations, rec, stop.row))
             break
         if outcome.result == "UNKNOWN":
@@ -230,8 +232,8 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
                            rec["message"], _check_next(ctx, stop.next, None, rec))
                 break
 
-    # (severity, deciding record, its next action, rendered with its violations bound)
-    worst: tuple[int, Rec, str | None] | None = None
+    # (severity, deciding record, its next action rendered with its violations bound, its status)
+    worst: tuple[int, CheckRec, str | None, Status] | None = None
     for ev in phase.evidence:
         key = f"phase.{phase.id}.evidence.{ev.id}"
         rec = _evidence(ctx, phase, ev, key)
@@ -246,14 +248,14 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
         checks.append(rec)
         status = rec["outcome"]
         if status is not None and (worst is None or SEVERITY[status] > worst[0]):
-            worst = (SEVERITY[status], rec, own_next)
+            worst = (SEVERITY[status], rec, own_next, status)
     if stopped is not None:
         return record(stopped[0], stopped[1], checks, stopped[2], stopped[3])
     waived = [f"{c['id']} ({c['waiver']['owner']}, until {c['waiver']['expires']})" for c in checks if c.get("waiver")]
     # A waiver is named in the phase's reason whatever the status, so no report can hide it.
     waived_note = f"; WAIVED: {', '.join(waived)}" if waived else ""
     if worst is not None:
-        status = worst[1]["outcome"]
+        status = worst[3]
         failing = [f"{c['id']} {c['result']}" for c in checks if c["kind"] == "evidence" and c["outcome"] == status]
         return record(status, f"evidence {', '.join(failing)}{waived_note}", checks, worst[1]["message"],
                       worst[2])
@@ -264,7 +266,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Re
     return record("PASS", reason + waived_note, checks)
 
 
-def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: Rec) -> bool:
+def _waive(ctx: EvalContext, phase_id: str, check_id: str, rec: CheckRec) -> bool:
     """Whether a waiver keeps this failing check from imposing a status (recorded on the check)."""
     if ctx.waivers is None:
         return False
@@ -291,7 +293,7 @@ def _not_applicable(outcome: CheckOutcome) -> str | None:
     return f"not applicable: {', '.join(probes)} not collected (its probe's `when` is false)"
 
 
-def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> Rec:
+def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> CheckRec:
     condition = ev.condition
     if ev.applies_when is not None:
         gate = _run_check(ctx, ev.applies_when, f"{key}.applies_when")
@@ -349,7 +351,7 @@ def _judge(ctx: EvalContext, check: str | None, violations_source: str | None, k
     return outcome, violations
 
 
-def _keep_violations(rec: Rec, violations: list[Any] | None, row: RowSpec | None) -> None:
+def _keep_violations(rec: CheckRec, violations: list[Any] | None, row: RowSpec | None) -> None:
     """The violations as the trace records them (summarised when large), and the fields of their
     rows when the check declares them (what reports locate each row by)."""
     if violations is not None:
@@ -358,7 +360,7 @@ def _keep_violations(rec: Rec, violations: list[Any] | None, row: RowSpec | None
         rec["row"] = row.model_dump()
 
 
-def _decide(ctx: EvalContext, ev: Any, rec: Rec, outcome: CheckOutcome, violations: list[Any] | None = None) -> Rec:
+def _decide(ctx: EvalContext, ev: Any, rec: CheckRec, outcome: CheckOutcome, violations: list[Any] | None = None) -> CheckRec:
     """The status an evidence check imposes on its phase, and its message."""
     if outcome.result == "UNSATISFIED":
         rec["outcome"] = ev.on_fail
@@ -384,7 +386,7 @@ def _render_violations(violations: list[Any], row: RowSpec | None = None) -> str
     return bounded_text("; ".join(render_value(v) for v in violations))
 
 
-def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None, rec: Rec,
+def _check_next(ctx: EvalContext, template: str | None, violations: list[Any] | None, rec: CheckRec,
                 row: RowSpec | None = None) -> str | None:
     """A check's own next action, with its `violations` bound as in its message. One that needs a
     value without one makes the check impose BLOCKED at least, its message naming the value."""
@@ -433,7 +435,7 @@ def _unavailable_note(unavailable: list[str]) -> str:
     return "needs a value that could not be computed: " + "; ".join(bounded_text(u) for u in unavailable)
 
 
-def _render_message(ctx: EvalContext, template: str, rec: Rec, violations: list[Any] | None = None,
+def _render_message(ctx: EvalContext, template: str, rec: CheckRec, violations: list[Any] | None = None,
                     row: RowSpec | None = None) -> str:
     """A check's message; one that needs a value without one is marked on the record (the check
     then imposes BLOCKED at least) and says which value and why."""
@@ -444,11 +446,11 @@ def _render_message(ctx: EvalContext, template: str, rec: Rec, violations: list[
     return f"{text} [this message {_unavailable_note(unavailable)}]"
 
 
-def _at_least_blocked(status: str) -> str:
+def _at_least_blocked(status: Status) -> Status:
     return status if SEVERITY.get(status, 0) >= SEVERITY["BLOCKED"] else "BLOCKED"
 
 
-def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec],
+def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRec],
           first_block: str | None) -> str | None:
     """Why an earlier required phase keeps this one from starting, or None. `first_block` is what
     the first earlier phase that ran in this mode and did not pass says (kept by the caller as the
@@ -461,7 +463,7 @@ def _gate(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Rec
     return None
 
 
-def _blocks(pid: str, rec: Rec, sel: Selection) -> str | None:
+def _blocks(pid: str, rec: PhaseRec, sel: Selection) -> str | None:
     """How a recorded phase gates the phases that require it: None when it lets them start."""
     status, reason = rec["status"], rec["reason"]
     if status in PASSING:
@@ -483,7 +485,7 @@ def _missing_policy(ctx: EvalContext, policy: Any, outcome: CheckOutcome) -> Mis
 
 # --- after all phases -------------------------------------------------------------------------
 
-def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection, phase: Phase) -> None:
+def _next_action(ctx: EvalContext, rec: PhaseRec, runnable: list[str], sel: Selection, phase: Phase) -> None:
     """The phase's next action, unless its deciding check named one. A `next:` template that needs a
     value without one makes a phase that ran BLOCKED, through a `template` check naming the value:
     an agent must never act on an action with a hole in it."""
@@ -502,12 +504,13 @@ def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection
                         CheckOutcome("UNKNOWN", [], [], None), key)
         check["unknown"] = "missing"
         check["outcome"] = "BLOCKED"
-        check["message"] = f"the {rec['status']} next action of {phase.id} {_unavailable_note(unavailable)}"
+        message = f"the {rec['status']} next action of {phase.id} {_unavailable_note(unavailable)}"
+        check["message"] = message
         rec["evidence"].append(check)
         if rec["status"] != "PASS" and rec["blocker"]:
             rec["blockers"] = rec["blockers"] or [rec["blocker"]]
-            rec["blockers"].append(check["message"])
-        rec["status"], rec["blocker"] = "BLOCKED", check["message"]
+            rec["blockers"].append(message)
+        rec["status"], rec["blocker"] = "BLOCKED", message
         rec["reason"] = f"{check['id']} needs a value that could not be computed"
         blocked = phase.next.get("BLOCKED")
         blocked_text, blocked_unavailable = render(ctx, blocked) if blocked else ("", [""])
@@ -518,7 +521,7 @@ def _next_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection
     rec["_templated"] = True
 
 
-def _settled_next_actions(records: list[Rec], runnable: list[str]) -> None:
+def _settled_next_actions(records: list[PhaseRec], runnable: list[str]) -> None:
     """A passing phase whose next runnable phase passed too has nothing left to do: its own `next` text
     (written for the moment it is the last phase passed, "classify all 31 rows") would send an agent
     back to work already done. Its action becomes "none", naming the phase that carries on."""
@@ -534,7 +537,7 @@ def _settled_next_actions(records: list[Rec], runnable: list[str]) -> None:
             rec["next_allowed_action"] = f"none: {nxt} has passed too; see the first phase that has not"
 
 
-def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Selection) -> str:
+def _default_action(ctx: EvalContext, rec: PhaseRec, runnable: list[str], sel: Selection) -> str:
     status, pid = rec["status"], rec["phase"]
     if status in PASSING:
         later = runnable[runnable.index(pid) + 1:] if pid in runnable else []
@@ -554,7 +557,7 @@ def _default_action(ctx: EvalContext, rec: Rec, runnable: list[str], sel: Select
     return f"resolve {pid}'s blocker, then evaluate again"
 
 
-def _exit_code(records: list[Rec], sel: Selection, fail_on_warn: bool = False) -> int:
+def _exit_code(records: list[PhaseRec], sel: Selection, fail_on_warn: bool = False) -> int:
     """From the first selected phase that did not pass: 1 FAIL, 2 BLOCKED or STOPPED; a WARN
     counts as a FAIL only with `--fail-on warn`."""
     for rec in records:
@@ -569,8 +572,8 @@ def _exit_code(records: list[Rec], sel: Selection, fail_on_warn: bool = False) -
     return EXIT_OK
 
 
-def _verdict(ctx: EvalContext, records: list[Rec], exit_code: int) -> Rec:
-    tried: list[Rec] = []
+def _verdict(ctx: EvalContext, records: list[PhaseRec], exit_code: int) -> VerdictRec:
+    tried: list[CheckRec] = []
     for verdict in ctx.rulebook.verdicts:
         key = f"verdict.{verdict.id}"
         outcome = _run_check(ctx, verdict.when, key)

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "policyrun.waivers", "policyrun.testsuite", "policyrun.suitelint", "policyrun.lint",
                   "policyrun.lintcache")),
     # The trace every consumer reads, what is said about one, and the envelopes that sign it.
-    ("trace", ("policyrun.trace", "policyrun.traceconsistency", "policyrun.traceexceptions",
+    ("trace", ("policyrun.trace", "policyrun.tracerecords", "policyrun.traceconsistency", "policyrun.traceexceptions",
                "policyrun.headline", "policyrun.dsse")),
     # Evaluation: derived values, the interpreter in its guarded worker, baselines, the
     # values a trace summarises kept whole, the engine's glue.
