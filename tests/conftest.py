@@ -9,6 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.afdfixtures import FixtureRepos, PluginRepo, VllmRepo
+    from tests.gitfixtures import GitRepo
 
 # Tests must not depend on the machine's git identity or on a terminal.
 os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
@@ -105,3 +106,20 @@ def afd_upgraded(afd_repos: FixtureRepos) -> Iterator[PluginRepo]:
     repo = afd_repos.plugin(post=True)
     yield repo
     _left_alone(repo.path, repo.head_sha)
+
+
+# --- gitfixtures.history_repo, built once per session ----------------------------------------------
+
+@pytest.fixture(scope="session")
+def _history_built(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    from tests.gitfixtures import history_repo
+
+    return history_repo(tmp_path_factory.mktemp("history") / "repo")
+
+
+@pytest.fixture()
+def history(_history_built: GitRepo, tmp_path: Path) -> GitRepo:
+    """The test's own copy of history_repo() (tests/gitfixtures.py) in tmp_path/repo."""
+    from tests.gitfixtures import copy_of
+
+    return copy_of(_history_built, tmp_path / "repo")
