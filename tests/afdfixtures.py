@@ -1,5 +1,10 @@
 """Fixture repositories for the flagship rulebook, built with git in a folder you choose.
 
+Their sources are files under tests/data/afd (tests/data/README.md); this module says which state
+of them each commit lays down (VLLM_HISTORY, PLUGIN_HISTORY). FixtureRepos builds each repository
+once and hands out copies: the test session's fixtures (tests/conftest.py: afd_repos,
+afd_upstream, afd_plugin, afd_upgraded) and the generator below use it.
+
 They follow the real afd-plugin's conventions (/work/shared/corpus/afd-plugin.bundle) closely
 enough that the rulebook's Python-aware probes meet what they meet there:
 
@@ -38,11 +43,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +84,10 @@ _BASE_ENV = {
 class Git:
     """Runs git in one repository; every commit gets the next fixed timestamp."""
 
-    def __init__(self, root: Path, start: str) -> None:
+    def __init__(self, root: Path, start: str | int) -> None:
+        """`start`: a day (the clock starts at 09:00 UTC) or a clock value to continue from."""
         self.root = root
-        self.clock = _parse_day(start)
+        self.clock = start if isinstance(start, int) else _parse_day(start)
 
     def __call__(self, *args: str, date: str | None = None) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -128,6 +135,56 @@ def write(root: Path, files: Mapping[str, str | None]) -> None:
         path.write_text(text.lstrip("\n"), encoding="utf-8")
 
 
+# --- the sources: real files under tests/data/afd ----------------------------------------------------
+
+# The vLLM and plugin sources are files (tests/data/README.md), one folder per state of each
+# history: the first commit's whole tree, then only the files each later state adds or rewrites.
+# What is committed when, and with which message, is written here (VLLM_HISTORY, PLUGIN_HISTORY).
+DATA = Path(__file__).resolve().parent / "data" / "afd"
+
+
+def read_state(folder: Path) -> dict[str, str]:
+    """Every file of one state folder, by its path inside the repository."""
+    return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a fixture history, laid from its state folder.
+
+    `files`: what it takes from the folder (every file of it when empty); `deleted`: what it
+    removes; `day`: the fixed clock first jumps to 09:00 that day; `ticks`: clock steps before the
+    commit (the git calls, two `git mv`, that the history was first recorded with: they fix the
+    commit's date, so its SHA, which examples/ cite); `tag`: an annotated tag (name, message)."""
+
+    message: str
+    files: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    day: str | None = None
+    ticks: int = 0
+    tag: tuple[str, str] | None = None
+
+
+History = list[tuple[str, list[Commit]]]  # (state folder, the commits that lay it), in order
+
+
+def lay(git: Git, folder: Path, commits: list[Commit]) -> tuple[list[str], dict[str, str]]:
+    """Make `commits` from the files of `folder`: their SHAs, and the commit each tag names."""
+    files = read_state(folder)
+    shas: list[str] = []
+    tags: dict[str, str] = {}
+    for c in commits:
+        if c.day:
+            git.clock = _parse_day(c.day)
+        git.clock += 3600 * c.ticks
+        write(git.root, {**{rel: files[rel] for rel in (c.files or tuple(files))}, **dict.fromkeys(c.deleted)})
+        shas.append(git.commit(c.message))
+        if c.tag:
+            tags[c.tag[0]] = git.tag(*c.tag)
+    return shas, tags
+
+
 # --- the upstream vLLM repository ------------------------------------------------------------------
 
 @dataclass
@@ -138,238 +195,27 @@ class VllmRepo:
     main_sha: str
 
 
-def _pyfile(doc: str, body: str) -> str:
-    return f'"""{doc}"""\n\n{body.strip()}\n'
-
-
-_FORWARD_CONTEXT = _pyfile("Forward context shared by the model's layers.", """
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass
-class DPMetadata:
-    num_tokens: int
-
-    @staticmethod
-    def make(vllm_config, num_tokens):
-        return DPMetadata(num_tokens or 0)
-
-
-@dataclass
-class ForwardContext:
-    attn_metadata: Any
-    virtual_engine: int
-    dp_metadata: DPMetadata | None = None
-
-
-_forward_context: ForwardContext | None = None
-
-
-@contextmanager
-def set_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=None):
-    global _forward_context
-    prev = _forward_context
-    dp_metadata = DPMetadata.make(vllm_config, num_tokens)
-    _forward_context = ForwardContext(attn_metadata, virtual_engine, dp_metadata)
-    try:
-        yield
-    finally:
-        _forward_context = prev
-""")
-
-_FORWARD_CONTEXT_V2 = (_FORWARD_CONTEXT
-                       .replace("    dp_metadata: DPMetadata | None = None\n",
-                                "    dp_metadata: DPMetadata | None = None\n    batch_descriptor: Any = None\n")
-                       .replace("virtual_engine=0, num_tokens=None):",
-                                "virtual_engine=0, num_tokens=None, batch_descriptor=None):")
-                       .replace("ForwardContext(attn_metadata, virtual_engine, dp_metadata)",
-                                "ForwardContext(attn_metadata, virtual_engine, dp_metadata, batch_descriptor)"))
-
-_COMPILATION = _pyfile("Compilation and CUDA graph configuration.", """
-import enum
-from dataclasses import dataclass
-
-
-class CUDAGraphMode(enum.Enum):
-    NONE = 0
-    PIECEWISE = 1
-    FULL = 2
-    FULL_DECODE_ONLY = 3
-
-
-@dataclass
-class CompilationConfig:
-    cudagraph_mode: CUDAGraphMode = CUDAGraphMode.PIECEWISE
-    cudagraph_num_of_warmups: int = 1
-""")
-
-_ENGINE_CORE = _pyfile("The engine core: schedules requests and drives the model executor.", """
-from vllm.config import VllmConfig
-
-
-class EngineCore:
-    def __init__(self, vllm_config: VllmConfig, executor_class, log_stats: bool, executor_fail_callback=None):
-        self.vllm_config = vllm_config
-        self.log_stats = log_stats
-        self.model_executor = executor_class(vllm_config)
-        self.scheduler = None
-
-    def shutdown(self):
-        self.model_executor.shutdown()
-        if self.scheduler is not None:
-            self.scheduler.shutdown()
-
-
-class EngineCoreProc(EngineCore):
-    def run_busy_loop(self):
-        while True:
-            self.step()
-""")
-
-_MODEL_RUNNER = _pyfile("GPU model runner.", """
-from vllm.config import CUDAGraphMode, VllmConfig
-
-
-class GPUModelRunner:
-    def __init__(self, vllm_config: VllmConfig, device):
-        self.vllm_config = vllm_config
-        self.compilation_config = vllm_config.compilation_config
-        self.device = device
-
-    def execute_model(self, scheduler_output, intermediate_tensors=None):
-        return scheduler_output
-
-    def _dummy_run(self, num_tokens, cudagraph_runtime_mode=CUDAGraphMode.NONE):
-        return num_tokens
-
-    def _warmup_and_capture(self, desc, cudagraph_runtime_mode, num_warmups=None):
-        for _ in range(num_warmups or 1):
-            self._dummy_run(desc)
-        self._dummy_run(desc, cudagraph_runtime_mode)
-""")
-
-_UBATCH_WRAPPER = _pyfile("Dual-batch overlap: two micro-batches on two threads.", """
-import threading
-
-
-class UBatchWrapper:
-    def __init__(self, runnable):
-        self.runnable = runnable
-        self.ready = threading.Event()
-
-    def _run_ubatches(self, ubatch_metadata, model):
-        results = []
-        for metadata in ubatch_metadata:
-            results.append(model(metadata))
-        return results
-""")
-
-_WORKER_BASE = _pyfile("Worker base class.", """
-class WorkerBase:
-    def __init__(self, vllm_config, local_rank, rank, distributed_init_method):
-        self.vllm_config = vllm_config
-        self.local_rank = local_rank
-        self.rank = rank
-
-    def init_device(self):
-        raise NotImplementedError
-
-    def load_model(self):
-        raise NotImplementedError
-""")
-
-_UPSTREAM_V1: dict[str, str] = {
-    "README.md": "# vLLM\n\nA high-throughput and memory-efficient inference engine.\n",
-    "pyproject.toml": '[project]\nname = "vllm"\ndynamic = ["version"]\n',
-    "requirements/cuda.txt": ("# Dependencies for NVIDIA GPUs\nray[cgraph]>=2.48.0\ntorch==2.8.0\ntorchaudio==2.8.0\n"
-                              "torchvision==0.23.0\n# FlashInfer should be updated together with the Dockerfile\n"
-                              "flashinfer-python==0.3.1\n"),
-    "vllm/__init__.py": _pyfile("vLLM: a high-throughput and memory-efficient inference engine.",
-                                "from vllm.version import __version__\n\n__all__ = [\"__version__\"]\n"),
-    "vllm/version.py": f'__version__ = "{CURRENT_VERSION}"\n',
-    "vllm/config/__init__.py": _pyfile("vLLM configuration.", """
-from vllm.config.compilation import CompilationConfig, CUDAGraphMode
-from vllm.config.vllm import VllmConfig
-
-__all__ = ["CUDAGraphMode", "CompilationConfig", "VllmConfig"]
-"""),
-    "vllm/config/compilation.py": _COMPILATION,
-    "vllm/config/vllm.py": _pyfile("The top-level configuration.", """
-from dataclasses import dataclass, field
-
-from vllm.config.compilation import CompilationConfig
-
-
-@dataclass
-class VllmConfig:
-    compilation_config: CompilationConfig = field(default_factory=CompilationConfig)
-    additional_config: dict = field(default_factory=dict)
-"""),
-    "vllm/forward_context.py": _FORWARD_CONTEXT,
-    "vllm/sequence.py": _pyfile("Sequence data and intermediate tensors between pipeline stages.", """
-from dataclasses import dataclass, field
-
-
-@dataclass
-class IntermediateTensors:
-    tensors: dict = field(default_factory=dict)
-"""),
-    "vllm/attention/__init__.py": "",
-    "vllm/attention/layer.py": _pyfile("Attention layer.", """
-class Attention:
-    def __init__(self, num_heads, head_size, scale, num_kv_heads=None):
-        self.num_heads = num_heads
-        self.head_size = head_size
-        self.scale = scale
-        self.num_kv_heads = num_kv_heads or num_heads
-
-    def forward(self, query, key, value):
-        return query
-"""),
-    "vllm/distributed/__init__.py": _pyfile("Distributed state.",
-                                            "from vllm.distributed.parallel_state import get_tp_group\n"),
-    "vllm/distributed/parallel_state.py": _pyfile("Process groups.", """
-_TP = None
-
-
-def get_tp_group():
-    return _TP
-"""),
-    "vllm/distributed/kv_transfer/__init__.py": "",
-    "vllm/distributed/kv_transfer/kv_connector/__init__.py": "",
-    "vllm/distributed/kv_transfer/kv_connector/v1/__init__.py": "",
-    "vllm/distributed/kv_transfer/kv_connector/v1/base.py": _pyfile("KV connector base.", """
-class KVConnectorBase_V1:
-    def start_load_kv(self, forward_context, **kwargs):
-        raise NotImplementedError
-"""),
-    "vllm/v1/__init__.py": "",
-    "vllm/v1/outputs.py": _pyfile("Model runner outputs.", """
-from dataclasses import dataclass
-
-
-@dataclass
-class ModelRunnerOutput:
-    req_ids: list
-"""),
-    "vllm/v1/engine/__init__.py": "",
-    "vllm/v1/engine/core.py": _ENGINE_CORE,
-    "vllm/v1/worker/__init__.py": "",
-    "vllm/v1/worker/gpu_model_runner.py": _MODEL_RUNNER,
-    "vllm/v1/worker/gpu_ubatch_wrapper.py": _UBATCH_WRAPPER,
-    "vllm/v1/worker/gpu_worker.py": _pyfile("GPU worker.", """
-from vllm.v1.worker.worker_base import WorkerBase
-
-
-class Worker(WorkerBase):
-    def init_device(self):
-        self.device = "cuda"
-"""),
-    "vllm/v1/worker/worker_base.py": _WORKER_BASE,
-    "vllm/entrypoints/openai/api_server.py": _pyfile("OpenAI-compatible server.", "def run_server():\n    pass\n"),
-}
+# Between the release tags: a rename, a deletion, a signature change, a move behind a re-export,
+# behaviour changes, a PyTorch bump, noise. A moving branch `main` is one commit past the target.
+VLLM_HISTORY: History = [
+    ("initial", [Commit("Initial import")]),
+    ("v0.26.1", [Commit("[Frontend] split app construction", tag=(CURRENT_TAG, f"vLLM {CURRENT_VERSION}"))]),
+    ("v0.27.0", [
+        Commit("[Attention] move the attention layer into vllm/attention/layers/", day="2025-06-02", ticks=2,
+               files=("vllm/attention/layers/__init__.py", "vllm/attention/layers/attention.py"),
+               deleted=("vllm/attention/layer.py",)),
+        Commit("[Core] batch descriptors in the forward context", ("vllm/forward_context.py",)),
+        Commit("[CUDAGraph] FULL_AND_PIECEWISE mode", ("vllm/config/compilation.py",)),
+        Commit("[V1] move IntermediateTensors to vllm.v1.outputs", ("vllm/v1/outputs.py", "vllm/sequence.py")),
+        Commit("[V1][DBO] plan micro-batches in the model runner",
+               ("vllm/v1/worker/gpu_model_runner.py", "vllm/v1/worker/gpu_ubatch_wrapper.py")),
+        Commit("[V1][Worker] fold WorkerBase into Worker", ("vllm/v1/worker/gpu_worker.py", "vllm/v1/engine/core.py"),
+               deleted=("vllm/v1/worker/worker_base.py",)),
+        Commit("[Build] PyTorch 2.9.0", ("requirements/cuda.txt", "vllm/version.py")),
+        Commit("[Doc] README", ("README.md",), tag=(TARGET_TAG, f"vLLM {TARGET_VERSION}")),
+    ]),
+    ("main", [Commit("[Misc] build_app returns the app")]),
+]
 
 
 def build_vllm(root: Path) -> VllmRepo:
@@ -377,73 +223,13 @@ def build_vllm(root: Path) -> VllmRepo:
     root.mkdir(parents=True, exist_ok=True)
     git = Git(root, "2025-05-01")
     git("init", "-q")
-    write(root, _UPSTREAM_V1)
-    git.commit("Initial import")
-    write(root, {"vllm/entrypoints/openai/api_server.py": _UPSTREAM_V1["vllm/entrypoints/openai/api_server.py"]
-                 + "\n\ndef build_app():\n    pass\n"})
-    git.commit("[Frontend] split app construction")
-    current = git.tag(CURRENT_TAG, f"vLLM {CURRENT_VERSION}")
-
-    # Target development: a rename, a deletion, a signature change, a move behind a re-export,
-    # behaviour changes, a PyTorch bump, noise.
-    git.clock = _parse_day("2025-06-02")
-    git("mv", "vllm/attention/layer.py", "vllm/attention/layers_attention_tmp.py")
-    (root / "vllm/attention/layers").mkdir()
-    git("mv", "vllm/attention/layers_attention_tmp.py", "vllm/attention/layers/attention.py")
-    write(root, {"vllm/attention/layers/__init__.py": ""})
-    git.commit("[Attention] move the attention layer into vllm/attention/layers/")
-    write(root, {"vllm/forward_context.py": _FORWARD_CONTEXT_V2})
-    git.commit("[Core] batch descriptors in the forward context")
-    write(root, {"vllm/config/compilation.py": _COMPILATION.replace(
-        "    FULL_DECODE_ONLY = 3\n", "    FULL_DECODE_ONLY = 3\n    FULL_AND_PIECEWISE = 4\n")})
-    git.commit("[CUDAGraph] FULL_AND_PIECEWISE mode")
-    write(root, {
-        "vllm/v1/outputs.py": _UPSTREAM_V1["vllm/v1/outputs.py"].replace(
-            "from dataclasses import dataclass\n",
-            "from dataclasses import dataclass, field\n") + "\n\n@dataclass\nclass IntermediateTensors:\n"
-                                                             "    tensors: dict = field(default_factory=dict)\n",
-        "vllm/sequence.py": _pyfile("Sequence data (IntermediateTensors lives in vllm.v1.outputs).", """
-from vllm.v1.outputs import IntermediateTensors
-
-__all__ = ["IntermediateTensors"]
-""")})
-    git.commit("[V1] move IntermediateTensors to vllm.v1.outputs")
-    write(root, {"vllm/v1/worker/gpu_model_runner.py": _MODEL_RUNNER.replace(
-        "    def execute_model(self, scheduler_output, intermediate_tensors=None):\n",
-        "    def execute_model(self, scheduler_output, intermediate_tensors=None, ubatch_slices=None):\n"),
-        "vllm/v1/worker/gpu_ubatch_wrapper.py": _UBATCH_WRAPPER.replace(
-            "        for metadata in ubatch_metadata:\n",
-            "        # Micro-batches now carry their own CUDA streams.\n        for metadata in ubatch_metadata:\n")})
-    git.commit("[V1][DBO] plan micro-batches in the model runner")
-    write(root, {"vllm/v1/worker/worker_base.py": None,
-                 "vllm/v1/worker/gpu_worker.py": _pyfile("GPU worker.", """
-class Worker:
-    def __init__(self, vllm_config, local_rank, rank, distributed_init_method):
-        self.vllm_config = vllm_config
-        self.local_rank = local_rank
-        self.rank = rank
-
-    def init_device(self):
-        self.device = "cuda"
-
-    def load_model(self):
-        pass
-"""),
-                 "vllm/v1/engine/core.py": _ENGINE_CORE.replace(
-                     "        self.scheduler = None\n",
-                     "        self.scheduler = None\n        self.batch_queue = None\n")})
-    git.commit("[V1][Worker] fold WorkerBase into Worker")
-    write(root, {"requirements/cuda.txt": _UPSTREAM_V1["requirements/cuda.txt"].replace("2.8.0", "2.9.0")
-                 .replace("torchvision==0.23.0", "torchvision==0.24.0"),
-                 "vllm/version.py": f'__version__ = "{TARGET_VERSION}"\n'})
-    git.commit("[Build] PyTorch 2.9.0")
-    write(root, {"README.md": _UPSTREAM_V1["README.md"] + "\nSee the docs for supported hardware.\n"})
-    git.commit("[Doc] README")
-    target = git.tag(TARGET_TAG, f"vLLM {TARGET_VERSION}")
-    write(root, {"vllm/entrypoints/openai/api_server.py": _UPSTREAM_V1["vllm/entrypoints/openai/api_server.py"]
-                 + "\n\ndef build_app():\n    return None\n"})
-    main = git.commit("[Misc] build_app returns the app")
-    return VllmRepo(root, current, target, main)
+    shas: list[str] = []
+    tags: dict[str, str] = {}
+    for state, commits in VLLM_HISTORY:
+        made, tagged = lay(git, DATA / "vllm" / state, commits)
+        shas += made
+        tags.update(tagged)
+    return VllmRepo(root, tags[CURRENT_TAG], tags[TARGET_TAG], shas[-1])
 
 
 # --- the AFD plugin --------------------------------------------------------------------------------
@@ -453,607 +239,8 @@ class PluginRepo:
     path: Path
     base_sha: str  # the immutable pre-upgrade commit
     head_sha: str
-    commits: list[str] = field(default_factory=list)
-
-
-_HEADER = "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the AFD plugin project\n"
-
-
-def _module(doc: str, body: str) -> str:
-    return f'{_HEADER}"""{doc}"""\n\n{body.strip()}\n'
-
-
-def _compat_vllm(version: str) -> str:
-    return _module("Version-aware vLLM compatibility helpers.", f'''
-from __future__ import annotations
-
-import re
-import warnings
-from importlib.metadata import PackageNotFoundError, version
-from typing import Final
-
-TARGET_VLLM_VERSION: Final[str] = "{version}"
-
-
-def _parse_release(value: str) -> tuple[int, int, int]:
-    match = re.match(r"^(\\d+)\\.(\\d+)\\.(\\d+)", value)
-    if match is None:
-        raise ValueError(f"cannot parse vLLM version {{value!r}}")
-    major, minor, patch = (int(part) for part in match.groups())
-    return major, minor, patch
-
-
-def get_installed_vllm_version() -> str | None:
-    try:
-        return version("vllm")
-    except PackageNotFoundError:
-        return None
-
-
-def is_vllm_version_supported(installed_version: str | None = None) -> bool:
-    if installed_version is None:
-        installed_version = get_installed_vllm_version()
-    if installed_version is None:
-        return False
-
-    return _parse_release(installed_version) == _parse_release(TARGET_VLLM_VERSION)
-
-
-def assert_vllm_version_supported(*, strict: bool = True) -> None:
-    installed_version = get_installed_vllm_version()
-    if is_vllm_version_supported(installed_version):
-        return
-
-    message = (
-        "AFD plugin currently supports exactly vLLM "
-        f"{{TARGET_VLLM_VERSION}}; installed vLLM version is "
-        f"{{installed_version or 'not installed'}}"
-    )
-    if strict:
-        raise RuntimeError(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=2)
-
-
-__all__ = [
-    "TARGET_VLLM_VERSION",
-    "assert_vllm_version_supported",
-    "get_installed_vllm_version",
-    "is_vllm_version_supported",
-]
-''')
-
-
-_COMPAT_INIT = _module("Compatibility helpers for the target vLLM runtime.", '''
-from afd_plugin.compat.vllm import (
-    TARGET_VLLM_VERSION,
-    assert_vllm_version_supported,
-    get_installed_vllm_version,
-    is_vllm_version_supported,
-)
-
-__all__ = [
-    "TARGET_VLLM_VERSION",
-    "assert_vllm_version_supported",
-    "get_installed_vllm_version",
-    "is_vllm_version_supported",
-]
-''')
-
-_PLUGIN_INIT = _module("AFD plugin for vLLM, registered through the vllm.general_plugins entry point.", '''
-from __future__ import annotations
-
-
-def register_afd() -> None:
-    from afd_plugin.compat import assert_vllm_version_supported
-
-    assert_vllm_version_supported(strict=False)
-    import afd_plugin.compat.patches.engine_core  # noqa: F401
-    import afd_plugin.compat.patches.forward_context  # noqa: F401
-''')
-
-_PATCHES_INIT = _module('''Isolated monkey-patch namespace.
-
-Patches in this package must remain idempotent, version-aware, documented, and
-covered by CPU-safe tests whenever possible.
-''', '''
-__all__: list[str] = []
-''')
-
-_CONFIG = _module("AFD configuration read from --additional-config.", '''
-from __future__ import annotations
-
-from typing import Any
-
-
-def _afd(vllm_config: Any) -> dict[str, Any]:
-    return dict(getattr(vllm_config, "additional_config", {}).get("afd", {}))
-
-
-def is_afd_ffn_config(vllm_config: Any) -> bool:
-    return _afd(vllm_config).get("role") == "ffn"
-
-
-def is_afd_async_dp(vllm_config: Any) -> bool:
-    return bool(_afd(vllm_config).get("async_dp"))
-''')
-
-_ENGINE_CORE_PATCH = _module('''EngineCore compatibility patch for AFD FFN daemon mode.
-
-This module patches:
-1. ``vllm.v1.engine.core.EngineCore.__init__``
-2. ``vllm.v1.engine.core.EngineCore.shutdown``
-
-Why:
-    The AFD FFN side runs as a connector daemon, not as a request-scheduling
-    EngineCore, so it returns before KV cache and scheduler setup.
-
-Future plan:
-    Remove this patch when vLLM exposes a role hook in EngineCore.
-''', '''
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-import vllm.v1.engine.core as core_module
-
-from afd_plugin.config import is_afd_ffn_config
-
-if TYPE_CHECKING:
-    from vllm.config import VllmConfig
-
-
-# Patch reason: AFD FFN ranks run as connector daemons instead of normal
-# request-scheduling EngineCore instances.
-# Patch functionality: returns after model executor construction for AFD FFN
-# configs while preserving the upstream startup for non-AFD configs.
-# Signature: matches upstream; no added parameters.
-def __init__(
-    self,
-    vllm_config: VllmConfig,
-    executor_class: type[Any],
-    log_stats: bool,
-    executor_fail_callback: Any = None,
-):
-    # ### PATCH START: AFD FFN EngineCore daemon initialization
-    # FFN ranks are connector daemons: stop after executor construction.
-    if is_afd_ffn_config(vllm_config):
-        self.vllm_config = vllm_config
-        self.model_executor = executor_class(vllm_config)
-        return
-    # ### PATCH END: AFD FFN EngineCore daemon initialization
-
-    self.vllm_config = vllm_config
-    self.log_stats = log_stats
-    self.model_executor = executor_class(vllm_config)
-    self.scheduler = None
-
-
-# Patch reason: FFN daemon engines never build a scheduler, so the upstream
-# shutdown would fail on it.
-# Patch functionality: shuts down the model executor and skips the scheduler
-# for AFD FFN engines.
-# Signature: matches upstream; no added parameters.
-def shutdown(self):
-    # ### PATCH START: AFD FFN EngineCore shutdown
-    if getattr(self, "scheduler", None) is None:
-        self.model_executor.shutdown()
-        return
-    # ### PATCH END: AFD FFN EngineCore shutdown
-    self.model_executor.shutdown()
-    self.scheduler.shutdown()
-
-
-core_module.EngineCore.__init__ = __init__
-core_module.EngineCore.shutdown = shutdown
-''')
-
-
-def _forward_context_patch(*, post: bool, functionality: bool = True) -> str:
-    params = ("attn_metadata: Any,\n    vllm_config: VllmConfig,\n    virtual_engine: int = 0,\n"
-              "    num_tokens: int | None = None,\n")
-    if post:
-        params += "    batch_descriptor: Any = None,\n"
-    extra = ", batch_descriptor" if post else ""
-    doc = ("# Patch functionality: preserves the upstream forward-context setup and\n"
-           "# skips DP metadata creation only for AFD async-DP configs.\n") if functionality else ""
-    return _module('''Patches for AFD async-DP forward-context coordination.
-
-This module patches:
-1. ``vllm.forward_context.set_forward_context``
-
-Why:
-    Upstream builds data-parallel metadata whenever DP size is greater than
-    one. AFD async-DP coordinates through the connector instead.
-
-How:
-    Importing this module replaces ``set_forward_context`` in place when the
-    installed vLLM is the one the plugin targets.
-''', f'''
-from __future__ import annotations
-
-from contextlib import contextmanager
-from typing import Any
-
-import vllm.forward_context as forward_context_module
-from vllm.config import (
-    CUDAGraphMode,
-    VllmConfig,
-)
-
-from afd_plugin.compat.vllm import TARGET_VLLM_VERSION
-from afd_plugin.config import is_afd_async_dp
-
-_GRAPH_MODES = (CUDAGraphMode.NONE, CUDAGraphMode.FULL_DECODE_ONLY)
-
-
-# Patch reason: upstream set_forward_context always creates DP metadata for
-# data-parallel ranks, but AFD async-DP uses connector-driven coordination.
-{doc}# Signature: matches upstream; no added parameters.
-@contextmanager
-def set_forward_context(
-    {params.strip()}
-):
-    prev = forward_context_module._forward_context
-    # ### PATCH START: skip DP metadata for AFD async-DP
-    dp_metadata = None
-    if not is_afd_async_dp(vllm_config):
-        dp_metadata = forward_context_module.DPMetadata.make(vllm_config, num_tokens)
-    # ### PATCH END: skip DP metadata for AFD async-DP
-    forward_context_module._forward_context = forward_context_module.ForwardContext(
-        attn_metadata, virtual_engine, dp_metadata{extra}
-    )
-    try:
-        yield
-    finally:
-        forward_context_module._forward_context = prev
-
-
-def _is_target_vllm_compatible() -> bool:
-    try:
-        import vllm
-
-        version_value = vllm.__version__
-    except (AttributeError, ImportError):
-        return True
-    version_text = str(version_value)
-    if "dev" in version_text:
-        return True
-    return version_text.startswith(TARGET_VLLM_VERSION)
-
-
-if _is_target_vllm_compatible():
-    forward_context_module.set_forward_context = set_forward_context
-''')
-
-
-def _attention_runner(ref: str, *, post: bool) -> str:
-    module = "vllm.attention.layers.attention" if post else "vllm.attention.layer"
-    return _module("The Attention-side model runner: runs the attention layers, hands hidden states to the FFN side.", f'''
-from __future__ import annotations
-
-from typing import Any
-
-from {module} import Attention
-from vllm.config import CUDAGraphMode
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-
-class AFDAttentionModelRunner(GPUModelRunner):
-    """GPUModelRunner with the AFD connector between the attention and FFN halves."""
-
-    def attention_layers(self) -> list[Attention]:
-        return [m for m in self.model.modules() if isinstance(m, Attention)]
-
-    # Patch reason: native capture does not publish AFD warmup/capture metadata.
-    # Patch functionality: preserve the upstream warmup/capture flow while
-    # publishing replayable connector state before formal graph capture.
-    # Signature: matches upstream; no added parameters.
-    # Upstream: vLLM {ref}, vllm/v1/worker/gpu_model_runner.py
-    def _warmup_and_capture(
-        self,
-        desc: Any,
-        cudagraph_runtime_mode: CUDAGraphMode,
-        num_warmups: int | None = None,
-    ):
-        if num_warmups is None:
-            num_warmups = self.compilation_config.cudagraph_num_of_warmups
-        # ### PATCH START: AFD warmup metadata
-        self._afd_is_warmup = True
-        # ### PATCH END: AFD warmup metadata
-        for _ in range(num_warmups):
-            self._dummy_run(desc)
-        self._afd_is_warmup = False
-        self._dummy_run(desc, cudagraph_runtime_mode)
-''')
-
-
-def _ubatch_wrapper(ref: str) -> str:
-    return _module("Dual-batch overlap for AFD: two micro-batches in flight between Attention and FFN.", f'''
-from __future__ import annotations
-
-import threading
-from typing import Any
-
-
-class AFDUBatchWrapper:
-    """Mirrors upstream's UBatchWrapper around the AFD connector."""
-
-    def __init__(self, runnable: Any, connector: Any) -> None:
-        self.runnable = runnable
-        self.connector = connector
-        self.ready = threading.Event()
-
-    # Patch reason: upstream ubatch threads assume both micro-batches run the
-    # whole model; AFD splits them across devices.
-    # Patch functionality: keep the upstream thread hand-off and insert the
-    # connector send/receive between the attention and FFN halves.
-    # Signature: matches upstream; no added parameters.
-    # Upstream: vLLM {ref}, vllm/v1/worker/gpu_ubatch_wrapper.py
-    def _run_ubatches(self, ubatch_metadata: list[Any], model: Any) -> list[Any]:
-        results = []
-        for metadata in ubatch_metadata:
-            # ### PATCH START: AFD connector hand-off
-            self.connector.send(metadata)
-            # ### PATCH END: AFD connector hand-off
-            results.append(model(metadata))
-        return results
-''')
-
-
-def _ffn_worker(*, post: bool) -> str:
-    if post:
-        imports = "from vllm.distributed import parallel_state\nfrom vllm.v1.worker.gpu_worker import Worker"
-        typing = "    from vllm.v1.outputs import IntermediateTensors"
-        base = "Worker"
-    else:
-        imports = "from vllm.distributed import parallel_state\nfrom vllm.v1.worker.worker_base import WorkerBase"
-        typing = "    from vllm.sequence import IntermediateTensors"
-        base = "WorkerBase"
-    return _module("The FFN worker: owns the expert weights and serves the Attention workers.", f'''
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-{imports}
-
-if TYPE_CHECKING:
-{typing}
-
-
-class AFDFFNWorker({base}):
-    def init_device(self) -> None:
-        self.device = "cuda"
-        self.tp_group = parallel_state.get_tp_group()
-
-    def load_model(self) -> None:
-        self.model = None
-
-    def receive(self) -> IntermediateTensors | None:
-        return None
-''')
-
-
-_P2P_CONNECTOR = _module("P2P NCCL connector between the Attention and the FFN GPUs.", '''
-from __future__ import annotations
-
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
-
-
-class P2pNcclAFDConnector(KVConnectorBase_V1):
-    def start_load_kv(self, forward_context, **kwargs):
-        return None
-
-    def send(self, metadata) -> None:
-        return None
-''')
-
-_ASCEND_CMAKE = """
-cmake_minimum_required(VERSION 3.16)
-project(afd_ascend_ops LANGUAGES CXX)
-
-find_package(ASCEND REQUIRED)
-add_library(afd_ascend_ops SHARED a2e/a2e.cpp)
-target_link_libraries(afd_ascend_ops PRIVATE ascendcl)
-"""
-
-
-def _pyproject(version: str) -> str:
-    return f'''
-[build-system]
-requires = ["setuptools>=61", "wheel", "setuptools-scm[toml]>=8"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "vllm-afd-plugin"
-dynamic = ["version"]
-description = "vLLM external plugin for Attention-FFN Disaggregation (AFD)"
-readme = "README.md"
-requires-python = ">=3.10,<3.14"
-dependencies = []
-
-# Keep vLLM optional so CPU-only development can run import/config tests.
-# Install the runtime extra only in environments with a compatible vLLM wheel.
-[project.optional-dependencies]
-vllm = ["vllm=={version}"]
-
-[project.entry-points."vllm.general_plugins"]
-afd = "afd_plugin:register_afd"
-
-[dependency-groups]
-dev = ["pytest>=7.0"]
-'''
-
-
-def _uv_lock(version: str, torch: str) -> str:
-    return f'''
-version = 1
-revision = 3
-requires-python = ">=3.10, <3.14"
-
-[[package]]
-name = "pytest"
-version = "8.4.1"
-source = {{ registry = "https://pypi.org/simple" }}
-
-[[package]]
-name = "torch"
-version = "{torch}"
-source = {{ registry = "https://pypi.org/simple" }}
-
-[[package]]
-name = "vllm"
-version = "{version}"
-source = {{ registry = "https://pypi.org/simple" }}
-dependencies = [
-    {{ name = "torch" }},
-]
-
-[[package]]
-name = "vllm-afd-plugin"
-source = {{ editable = "." }}
-
-[package.optional-dependencies]
-vllm = [
-    {{ name = "vllm" }},
-]
-
-[package.dev-dependencies]
-dev = [
-    {{ name = "pytest" }},
-]
-
-[package.metadata]
-requires-dist = [{{ name = "vllm", marker = "extra == 'vllm'", specifier = "=={version}" }}]
-provides-extras = ["vllm"]
-
-[package.metadata.requires-dev]
-dev = [{{ name = "pytest", specifier = ">=7.0" }}]
-'''
-
-
-def _readme(version: str, *, npu: str = CURRENT_VERSION) -> str:
-    history = ("- 2025-06-20: the GPU backend moved from vLLM v0.26.1 to v0.27.0 (PyTorch 2.8.0 to 2.9.0).\n"
-               if version != CURRENT_VERSION else "")
-    return f'''
-# afd-plugin
-
-## Overview
-
-**afd-plugin** is a vLLM external plugin for **Attention-FFN Disaggregation (AFD)**: the
-attention layers run on one device, the MLP/expert layers on another, joined by a connector.
-
-The target runtime is **vLLM `v{version}`**. The plugin does not modify the vLLM source tree.
-
-## Current Status
-
-| Connector | Platform | Notes |
-| --- | --- | --- |
-| `P2pNcclAFDConnector` | CUDA | FFN ranks are ordered before Attention ranks. |
-| `CAMP2pAFDConnector` | Ascend NPU | Validated on v0.26 with vLLM-Ascend commit `80d8c194f`. |
-
-Known gaps:
-
-- vLLM versions other than `{version}` are not claimed as supported.
-- The DBO recipe records the earlier v0.24.0 experiment and must be used with the `release/v0.24` branch.
-
-## Install
-
-### GPU installation
-
-```bash
-uv sync --group dev --extra vllm
-```
-
-The optional extra pins `vllm=={version}`.
-
-### Ascend NPU installation
-
-| Component | Version |
-| --- | --- |
-| vLLM | `{npu}` |
-| vLLM-Ascend | commit `80d8c194f` |
-
-## History
-
-- 2025-03-12: release 1.3 of the plugin ran on vLLM v0.25.0 with PyTorch 2.7.1.
-- The prebuilt `afd-gpu:2025.04` image reports vLLM `0.25.1.dev12`; it was produced for the previous release.
-{history}'''
-
-
-def _gpu_guide(version: str, torch: str) -> str:
-    return f'''
-# GPU user guide
-
-This guide targets vLLM v{version} with PyTorch {torch} built for CUDA 12.8 on H200 (sm_90).
-
-Run the E2E suite with `pytest -m gpu tests/e2e` on two GPUs: one Attention and one FFN device.
-
-Previously this guide covered vLLM v0.24.0 on A100.
-'''
-
-
-def _npu_guide(version: str) -> str:
-    return f'''
-# Ascend NPU user guide
-
-The CAM connectors are validated on vLLM v{version} with vLLM-Ascend commit `80d8c194f` on Atlas A3.
-'''
-
-
-_OLD_LESSON = '''
-# Lessons: vLLM v0.25.0 → v0.26.1
-
-Historical hypotheses only; re-derive every fact from the exact sources of the next upgrade.
-
-- The FFN worker's weight filter broke when upstream renamed expert parameters.
-'''
-
-_HISTORY_DOC = '''
-# Release history
-
-- Release 1.2 supported vLLM 0.24.0 on A100 and H100.
-- Release 1.3 supported vLLM 0.25.0.
-'''
-
-_TEST_VERSION = '''
-from afd_plugin.compat import TARGET_VLLM_VERSION
-
-# A test that mentions the markers is not a patch:
-# ### PATCH START: not a patch
-
-
-def test_constant_is_a_release():
-    assert TARGET_VLLM_VERSION.count(".") == 2
-'''
-
-
-def plugin_files(version: str, ref: str, torch: str, *, post: bool) -> dict[str, str]:
-    return {
-        "pyproject.toml": _pyproject(version),
-        "uv.lock": _uv_lock(version, torch),
-        "README.md": _readme(version),
-        "docs/gpu/user-guide.md": _gpu_guide(version, torch),
-        "docs/npu/user-guide.md": _npu_guide(CURRENT_VERSION),  # the GPU upgrade leaves NPU docs alone
-        "docs/history/releases.md": _HISTORY_DOC,
-        "afd_plugin/__init__.py": _PLUGIN_INIT,
-        "afd_plugin/config.py": _CONFIG,
-        "afd_plugin/compat/__init__.py": _COMPAT_INIT,
-        "afd_plugin/compat/vllm.py": _compat_vllm(version),
-        "afd_plugin/compat/patches/__init__.py": _PATCHES_INIT,
-        "afd_plugin/compat/patches/engine_core.py": _ENGINE_CORE_PATCH,
-        "afd_plugin/compat/patches/forward_context.py": _forward_context_patch(post=post),
-        "afd_plugin/connectors/__init__.py": "",
-        "afd_plugin/connectors/gpu/__init__.py": "",
-        "afd_plugin/connectors/gpu/p2p.py": _P2P_CONNECTOR,
-        "afd_plugin/v1/__init__.py": "",
-        "afd_plugin/v1/worker/__init__.py": "",
-        "afd_plugin/v1/worker/attention_model_runner.py": _attention_runner(ref, post=post),
-        "afd_plugin/v1/worker/ffn_worker.py": _ffn_worker(post=post),
-        "afd_plugin/v1/worker/ubatch_wrapper.py": _ubatch_wrapper(ref),
-        "csrc/npu/CMakeLists.txt": _ASCEND_CMAKE,
-        "references/20250312-v0.25.0-to-v0.26.1-lessons.md": _OLD_LESSON,
-        "tests/unit/test_version.py": _TEST_VERSION,
-    }
+    commits: list[str] = field(default_factory=list)  # those after base_sha
+    clock: int = 0  # the fixed clock after head_sha: a variant committed on a copy gets the same date
 
 
 LESSON_DATE = "20250620"
@@ -1071,6 +258,16 @@ IMPLEMENTATION_STEPS = [
     ("Docs: vLLM 0.27.0 on GPUs", ["README.md", "docs/gpu/user-guide.md"]),
 ]
 
+# The plugin pinned to vLLM 0.26.1, up to its pre-upgrade base commit.
+PLUGIN_HISTORY: History = [
+    ("initial", [Commit(f"AFD plugin for vLLM {CURRENT_VERSION}")]),
+    ("base", [Commit("P2P connector: close() releases the transfer buffers")]),
+]
+# `post`: the implementation commits on top (the NPU docs are left alone), then the new lesson.
+UPGRADE_STEPS = [Commit(message, tuple(files), day="2025-06-16" if i == 0 else None)
+                 for i, (message, files) in enumerate(IMPLEMENTATION_STEPS)]
+LESSON_COMMIT = Commit(f"Lessons for the {CURRENT_TAG} → {TARGET_TAG} upgrade", (NEW_LESSON,), day="2025-06-20")
+
 
 def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
                  variant: Mapping[str, str | None] | None = None) -> PluginRepo:
@@ -1081,48 +278,112 @@ def build_plugin(root: Path, *, post: bool = False, lesson: bool = True,
     root.mkdir(parents=True, exist_ok=True)
     git = Git(root, "2025-04-01")
     git("init", "-q")
-    write(root, plugin_files(CURRENT_VERSION, CURRENT_TAG, "2.8.0", post=False))
-    git.commit(f"AFD plugin for vLLM {CURRENT_VERSION}")
-    write(root, {"afd_plugin/connectors/gpu/p2p.py": _P2P_CONNECTOR + "\n    def close(self) -> None:\n        return None\n"})
-    base = git.commit("P2P connector: close() releases the transfer buffers")
-    commits: list[str] = []
+    made: list[str] = []
+    for state, commits in PLUGIN_HISTORY:
+        made += lay(git, DATA / "plugin" / state, commits)[0]
+    base = made[-1]
+    commits_after: list[str] = []
     if post:
-        git.clock = _parse_day("2025-06-16")
-        target = plugin_files(TARGET_VERSION, TARGET_TAG, "2.9.0", post=True)
-        for message, files in IMPLEMENTATION_STEPS:
-            write(root, {f: target[f] for f in files})
-            commits.append(git.commit(message))
-        if lesson:
-            git.clock = _parse_day("2025-06-20")
-            write(root, {NEW_LESSON: f"""
-# Lessons: vLLM {CURRENT_TAG} → {TARGET_TAG}
+        commits_after += lay(git, DATA / "plugin" / "upgraded", [*UPGRADE_STEPS, *([LESSON_COMMIT] if lesson else [])])[0]
+    repo = PluginRepo(root, base, commits_after[-1] if commits_after else base, commits_after, git.clock)
+    return commit_variant(repo, variant) if variant else repo
 
-## Exact identities
-- vLLM {CURRENT_TAG} → {TARGET_TAG}; PyTorch 2.8.0 → 2.9.0 (cu128).
 
-## Upstream changes that mattered
-- `vllm/attention/layer.py` moved to `vllm/attention/layers/attention.py` (mechanical).
-- `set_forward_context` gained `batch_descriptor` (the patch follows the new signature).
-- `WorkerBase` was folded into `Worker` (behavioral: the FFN worker now inherits `Worker`).
-"""})
-            commits.append(git.commit(f"Lessons for the {CURRENT_TAG} → {TARGET_TAG} upgrade"))
-    if variant:
-        write(root, variant)
-        commits.append(git.commit("variant"))
-    head = git("rev-parse", "HEAD")
-    return PluginRepo(root, base, head, commits)
+def commit_variant(repo: PluginRepo, variant: Mapping[str, str | None]) -> PluginRepo:
+    """`variant`'s files (None: deleted) in one commit on top of the repository, in place."""
+    git = Git(repo.path, repo.clock)
+    write(repo.path, variant)
+    head = git.commit("variant")
+    return PluginRepo(repo.path, repo.base_sha, head, [*repo.commits, head], git.clock)
+
+
+def plugin_text(rel: str) -> str:
+    """A file of the plugin at its pre-upgrade base commit."""
+    for state in ("base", "initial"):
+        path = DATA / "plugin" / state / rel
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"{rel} is in no plugin state folder under {DATA}")
+
+
+def edited(rel: str, old: str, new: str) -> str:
+    """The base commit's `rel` with `old` replaced; `old` must occur exactly once (an edit of the
+    data that removed it would otherwise make the variant silently the same as the base)."""
+    text = plugin_text(rel)
+    if text.count(old) != 1:
+        raise AssertionError(f"{rel} holds {old!r} {text.count(old)} times; a variant edits exactly one")
+    return text.replace(old, new)
 
 
 # Variants used by tests and scenarios (files rewritten in one commit on top).
-DISAGREEING_CONSTANT = {"afd_plugin/compat/vllm.py": _compat_vllm("0.26.0")}
-DISAGREEING_README = {"README.md": _readme(CURRENT_VERSION).replace("runtime is **vLLM `v0.26.1`**",
-                                                                    "runtime is **vLLM `v0.26.0`**")}
-DISAGREEING_NPU_CLAIM = {"docs/npu/user-guide.md": _npu_guide("0.25.0"),
-                         "README.md": _readme(CURRENT_VERSION, npu="0.25.0")}
-MISSING_FUNCTIONALITY = {"afd_plugin/compat/patches/forward_context.py":
-                         _forward_context_patch(post=False, functionality=False)}
-UNBALANCED_MARKERS = {"afd_plugin/compat/patches/engine_core.py": _ENGINE_CORE_PATCH.replace(
-    "    # ### PATCH END: AFD FFN EngineCore shutdown\n", "")}
+DISAGREEING_CONSTANT = {"afd_plugin/compat/vllm.py": edited(
+    "afd_plugin/compat/vllm.py", 'TARGET_VLLM_VERSION: Final[str] = "0.26.1"', 'TARGET_VLLM_VERSION: Final[str] = "0.26.0"')}
+DISAGREEING_README = {"README.md": edited("README.md", "runtime is **vLLM `v0.26.1`**", "runtime is **vLLM `v0.26.0`**")}
+DISAGREEING_NPU_CLAIM = {"docs/npu/user-guide.md": edited("docs/npu/user-guide.md", "vLLM v0.26.1", "vLLM v0.25.0"),
+                         "README.md": edited("README.md", "| vLLM | `0.26.1` |", "| vLLM | `0.25.0` |")}
+MISSING_FUNCTIONALITY = {"afd_plugin/compat/patches/forward_context.py": edited(
+    "afd_plugin/compat/patches/forward_context.py",
+    "# Patch functionality: preserves the upstream forward-context setup and\n"
+    "# skips DP metadata creation only for AFD async-DP configs.\n", "")}
+UNBALANCED_MARKERS = {"afd_plugin/compat/patches/engine_core.py": edited(
+    "afd_plugin/compat/patches/engine_core.py", "    # ### PATCH END: AFD FFN EngineCore shutdown\n", "")}
+
+
+# --- built once, copied for each user -----------------------------------------------------------------
+
+def copy_repo(src: Path, dest: Path) -> Path:
+    """The whole folder, .git included: the same commits, so the same SHAs."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+class FixtureRepos:
+    """The fixture repositories, each built on first use under `folder` and then only copied: a
+    test session (tests/conftest.py) or one run of the generator builds each at most once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._vllm: VllmRepo | None = None
+        self._plugins: dict[tuple[bool, bool], PluginRepo] = {}
+
+    def vllm(self) -> VllmRepo:
+        """The built repository itself: read it, never change it (copy_vllm gives a copy)."""
+        if self._vllm is None:
+            self._vllm = build_vllm(self.folder / "vllm" / "vllm")
+        return self._vllm
+
+    def plugin(self, *, post: bool = False, lesson: bool = True) -> PluginRepo:
+        """The built repository itself: read it, never change it (copy_plugin gives a copy)."""
+        key = (post, lesson or not post)
+        if key not in self._plugins:
+            name = f"plugin-{'post' if post else 'pre'}{'' if key[1] else '-no-lesson'}"
+            self._plugins[key] = build_plugin(self.folder / name / "afd-plugin", post=post, lesson=lesson)
+        return self._plugins[key]
+
+    def copy_vllm(self, dest: Path) -> VllmRepo:
+        built = self.vllm()
+        return replace(built, path=copy_repo(built.path, dest))
+
+    def copy_plugin(self, dest: Path, *, post: bool = False, lesson: bool = True,
+                    variant: Mapping[str, str | None] | None = None) -> PluginRepo:
+        """A copy of the plugin in `dest`, with `variant` committed on top: the same SHAs as
+        build_plugin(dest, post=post, lesson=lesson, variant=variant)."""
+        built = self.plugin(post=post, lesson=lesson)
+        repo = replace(built, path=copy_repo(built.path, dest), commits=list(built.commits))
+        return commit_variant(repo, variant) if variant else repo
+
+
+def changes_to(path: Path, head: str) -> str | None:
+    """What changed in a repository that should be exactly at `head` and clean, or None."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # looking must not refresh the index
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=path, env=env,
+                            capture_output=True, text=True, check=True).stdout
+    now = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if now != head:
+        return f"HEAD moved from {head} to {now}"
+    return f"the work tree changed:\n{status}" if status else None
 
 
 # --- attestations and result files ----------------------------------------------------------------
@@ -1510,10 +771,15 @@ class Workspace:
 
 
 def workspace(root: Path, *, post: bool = False, lesson: bool = True,
-              variant: Mapping[str, str | None] | None = None) -> Workspace:
+              variant: Mapping[str, str | None] | None = None, repos: FixtureRepos | None = None) -> Workspace:
+    """The repositories in root/vllm and root/afd-plugin: copies of `repos`' when given, else built."""
     root = root.resolve()
-    vllm = build_vllm(root / "vllm")
-    plugin = build_plugin(root / "afd-plugin", post=post, lesson=lesson, variant=variant)
+    if repos is None:
+        vllm = build_vllm(root / "vllm")
+        plugin = build_plugin(root / "afd-plugin", post=post, lesson=lesson, variant=variant)
+    else:
+        vllm = repos.copy_vllm(root / "vllm")
+        plugin = repos.copy_plugin(root / "afd-plugin", post=post, lesson=lesson, variant=variant)
     evidence = root / "evidence"
     evidence.mkdir(parents=True, exist_ok=True)
     return Workspace(root, vllm, plugin, evidence)
@@ -1616,7 +882,8 @@ def machine_from_snapshot(path: Path) -> dict[str, Any]:
     return machine
 
 
-def make_example(sc: Scenario, out_dir: Path, machine: dict[str, Any] | None = None) -> None:
+def make_example(sc: Scenario, out_dir: Path, machine: dict[str, Any] | None = None,
+                 repos: FixtureRepos | None = None) -> None:
     """Build the repositories, write the evidence into out_dir/evidence, collect, write facts.json
     and inputs.yaml. Paths inside are the stable ones (/srv/...) and examples/<name>/evidence."""
     rel_evidence = f"examples/{sc.name}/evidence"
@@ -1625,7 +892,7 @@ def make_example(sc: Scenario, out_dir: Path, machine: dict[str, Any] | None = N
     # The target interpreter is the one whose stack the machine facts describe.
     python = str(machine["stack"].get("interpreter") or STABLE_PYTHON) if machine else STABLE_PYTHON
     with tempfile.TemporaryDirectory(prefix="afd-example-") as tmp:
-        ws = workspace(Path(tmp), post=sc.post, variant=sc.variant)
+        ws = workspace(Path(tmp), post=sc.post, variant=sc.variant, repos=repos)
         machine = dict(machine) if machine else machine_facts(sc.gpus)
         evidence = out_dir / "evidence"
         if evidence.exists():
@@ -1680,10 +947,10 @@ def generic_evidence(folder: Path) -> None:
     dump_yaml(plan_path, plan)
 
 
-def make_snapshot(name: str, out: Path) -> None:
+def make_snapshot(name: str, out: Path, repos: FixtureRepos | None = None) -> None:
     sc = SNAPSHOTS[name]
     with tempfile.TemporaryDirectory(prefix="afd-snapshot-") as tmp:
-        ws = workspace(Path(tmp), post=sc.post)
+        ws = workspace(Path(tmp), post=sc.post, repos=repos)
         machine = machine_facts(sc.gpus)
         write_evidence(sc, ws, ws.evidence, machine["gpu"])
         inputs = scenario_inputs(sc, ws, str(ws.evidence))
@@ -1695,6 +962,11 @@ def make_snapshot(name: str, out: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="afd-repos-") as tmp:
+        return _main(argv, FixtureRepos(Path(tmp)))
+
+
+def _main(argv: list[str], repos: FixtureRepos) -> int:
     what = argv[0] if argv else ""
     if what == "examples":
         # --machine FILE: take the machine facts of the final-* scenarios from a real snapshot.
@@ -1706,14 +978,14 @@ def main(argv: list[str]) -> int:
                 continue
             folder = REPO_ROOT / "examples" / sc.name
             folder.mkdir(parents=True, exist_ok=True)
-            make_example(sc, folder, real if sc.final_files else None)
+            make_example(sc, folder, real if sc.final_files else None, repos)
             print(f"wrote {folder.relative_to(REPO_ROOT)}/facts.json")
         return 0
     if what == "snapshots":
         for name in SNAPSHOTS:
             path = REPO_ROOT / "rulebooks" / "tests" / f"{name}.facts.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            make_snapshot(name, path)
+            make_snapshot(name, path, repos)
             print(f"wrote {path.relative_to(REPO_ROOT)}")
         return 0
     print("usage: python -m tests.afdfixtures examples [NAME ...] [--machine FACTS.json] | snapshots",

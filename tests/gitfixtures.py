@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,14 @@ def history_repo(path: Path) -> GitRepo:
     repo.commit("third")
     repo.git("tag", "-a", "v2", "-m", "release 2")
     return repo
+
+
+def copy_of(repo: GitRepo, dest: Path) -> GitRepo:
+    """The whole repository (.git included) in `dest`, its clock carried on: the same commits, and
+    the same dates for the ones a test adds, as a repository built in `dest` would have."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(repo.path, dest, symlinks=True)
+    return GitRepo(dest, [repo.clock[0]])
 
 
 def run_probe(kind: str, params: Mapping[str, Any], base: Path, timeout_s: float = 30) -> ProbeResult:

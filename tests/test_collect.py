@@ -21,7 +21,7 @@ from policyrun.facts import Fact, FactsSnapshot, load_facts
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeResult
 from policyrun.probes.registry import registry
-from tests.gitfixtures import GitRepo, history_repo
+from tests.gitfixtures import GitRepo
 
 
 class FakeProbe:
@@ -203,8 +203,8 @@ def test_only_collects_the_probe_and_what_it_reads(tmp_path: Path) -> None:
         run(rb, tmp_path, only={"zzz"})
 
 
-def test_git_provenance(tmp_path: Path) -> None:
-    repo = history_repo(tmp_path / "repo")
+def test_git_provenance(tmp_path: Path, history: GitRepo) -> None:
+    repo = history  # in tmp_path/repo
     rb = rulebook({"target": {"uses": "git.resolve", "with": {"path": "${inputs.repo}", "ref": "v1"}}})
     fact = run(rb, tmp_path, inputs={"repo": "repo"})["target"]
     prov = fact.provenance
@@ -266,8 +266,8 @@ phases:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[tuple[Path, GitRepo]]:
-    repo = history_repo(tmp_path / "repo")
+def demo(tmp_path: Path, history: GitRepo) -> Iterator[tuple[Path, GitRepo]]:
+    repo = history  # in tmp_path/repo
     (tmp_path / "rules.yaml").write_text(RULEBOOK)
     yield tmp_path / "rules.yaml", repo
 

@@ -27,14 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANNING = ["FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE", "PRODUCE_STAGED_PLAN"]
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> fx.VllmRepo:
-    return fx.build_vllm(tmp_path_factory.mktemp("upstream") / "vllm")
+# The session's shared, read-only repositories (tests/conftest.py).
+
+@pytest.fixture()
+def upstream(afd_upstream: fx.VllmRepo) -> fx.VllmRepo:
+    return afd_upstream
 
 
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory: pytest.TempPathFactory) -> fx.PluginRepo:
-    return fx.build_plugin(tmp_path_factory.mktemp("pre") / "afd-plugin")
+@pytest.fixture()
+def plugin(afd_plugin: fx.PluginRepo) -> fx.PluginRepo:
+    return afd_plugin
 
 
 def _sets(upstream: fx.VllmRepo, evidence: Path) -> list[str]:

@@ -47,13 +47,13 @@ def test_the_real_h200_snapshots_are_among_them() -> None:
 # --- live runs --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def flagship_values(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+def flagship_values(tmp_path_factory: pytest.TempPathFactory, afd_repos: fx.FixtureRepos) -> dict[str, list[Any]]:
     """Every value the flagship's probes collect on the fixture repositories, in planning and final
     validation (the machine probes run on this machine; NVML fails here and is checked on fakes)."""
     out: dict[str, list[Any]] = {}
     for name in ("planning", "final"):
         sc = fx.SNAPSHOTS[name]
-        ws = fx.workspace(tmp_path_factory.mktemp(name), post=sc.post)
+        ws = fx.workspace(tmp_path_factory.mktemp(name), post=sc.post, repos=afd_repos)
         fx.write_evidence(sc, ws, ws.evidence, fx.machine_facts(sc.gpus)["gpu"])
         snap = fx.collect_facts(sc.mode, fx.scenario_inputs(sc, ws, str(ws.evidence), sys.executable),
                                 cwd=ws.plugin.path)

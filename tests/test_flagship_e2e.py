@@ -1,6 +1,6 @@
 """End to end: `policyrun collect` / `evaluate upgrade-gpu-version` run in a plugin checkout, with the real probes.
 
-The repositories are built by tests/afdfixtures.py in a temporary folder: an upstream vLLM with
+The repositories are built once per session by tests/afdfixtures.py (from tests/data/afd): an upstream vLLM with
 annotated release tags whose diff renames, deletes and re-exports modules the plugin depends on,
 and an AFD plugin that follows the real afd-plugin's conventions, pinned to the older release.
 Each test runs the CLI as a user would (a subprocess whose working directory is the plugin
@@ -133,19 +133,21 @@ def derived(trace: dict[str, Any], did: str) -> Any:
 
 # --- fixtures --------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> fx.VllmRepo:
-    return fx.build_vllm(tmp_path_factory.mktemp("upstream") / "vllm")
+# The session's shared repositories (tests/conftest.py); a test that edits one takes a copy.
+
+@pytest.fixture()
+def upstream(afd_upstream: fx.VllmRepo) -> fx.VllmRepo:
+    return afd_upstream
 
 
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory: pytest.TempPathFactory) -> fx.PluginRepo:
-    return fx.build_plugin(tmp_path_factory.mktemp("pre") / "afd-plugin")
+@pytest.fixture()
+def plugin(afd_plugin: fx.PluginRepo) -> fx.PluginRepo:
+    return afd_plugin
 
 
-@pytest.fixture(scope="module")
-def upgraded(tmp_path_factory: pytest.TempPathFactory) -> fx.PluginRepo:
-    return fx.build_plugin(tmp_path_factory.mktemp("post") / "afd-plugin", post=True)
+@pytest.fixture()
+def upgraded(afd_upgraded: fx.PluginRepo) -> fx.PluginRepo:
+    return afd_upgraded
 
 
 @pytest.fixture()
@@ -237,8 +239,8 @@ def test_planning_audit_without_attestation_blocks_the_gate(plugin: fx.PluginRep
     (fx.DISAGREEING_NPU_CLAIM, None),  # NPU-scoped claims are not the GPU backend's identity
 ], ids=["constant", "readme", "npu-claim"])
 def test_identity_sources_must_agree(variant: dict[str, str | None], blocker: str | None, upstream: fx.VllmRepo,
-                                     evidence: Path, tmp_path: Path) -> None:
-    repo = fx.build_plugin(tmp_path / "afd-plugin", variant=variant)
+                                     evidence: Path, tmp_path: Path, afd_repos: fx.FixtureRepos) -> None:
+    repo = afd_repos.copy_plugin(tmp_path / "afd-plugin", variant=variant)
     code, trace = evaluate(repo.path, "planning-audit", tmp_path / "out", f"vllm_src={upstream.path}",
                            "target_ref=v0.27.0", f"evidence_dir={evidence}", NO_PYTHON,
                            repos=(repo.path, upstream.path))
@@ -278,8 +280,9 @@ def test_implementation_passes_on_the_upgraded_plugin(upgraded: fx.PluginRepo, u
         f"publish the completion report; the lesson {fx.NEW_LESSON} is committed")
 
 
-def test_final_validation_on_the_frozen_revision(upgraded: fx.PluginRepo, upstream: fx.VllmRepo, evidence: Path,
+def test_final_validation_on_the_frozen_revision(afd_repos: fx.FixtureRepos, upstream: fx.VllmRepo, evidence: Path,
                                                  tmp_path: Path) -> None:
+    upgraded = afd_repos.copy_plugin(tmp_path / "afd-plugin", post=True)  # its README is edited below
     machine = fx.machine_facts(2)
     repos = (upgraded.path, upstream.path)
     sets = (f"vllm_src={upstream.path}", "target_ref=v0.27.0", f"afd_base={upgraded.base_sha}",
@@ -301,12 +304,8 @@ def test_final_validation_on_the_frozen_revision(upgraded: fx.PluginRepo, upstre
     # Without the machine facts this runner has no NVML and no target interpreter: final validation
     # blocks on them (never UNKNOWN), and an uncommitted edit is named too.
     readme = upgraded.path / "README.md"
-    original = readme.read_text()
-    readme.write_text(original + "\nlocal note\n")
-    try:
-        code, trace = evaluate(upgraded.path, "final-validation", tmp_path / "out2", *sets, repos=repos)
-    finally:
-        readme.write_text(original)
+    readme.write_text(readme.read_text() + "\nlocal note\n")
+    code, trace = evaluate(upgraded.path, "final-validation", tmp_path / "out2", *sets, repos=repos)
     assert code == 2
     freeze = phase(trace, "FREEZE_IDENTITY")
     assert freeze["status"] == "BLOCKED"

@@ -129,25 +129,26 @@ def test_suite_overrides_raw_facts_only() -> None:
 
 
 @pytest.mark.parametrize("name", list(fx.SNAPSHOTS))
-def test_snapshots_are_reproducible(name: str, tmp_path: Path) -> None:
+def test_snapshots_are_reproducible(name: str, tmp_path: Path, afd_repos: fx.FixtureRepos) -> None:
     """rulebooks/tests/<name>.facts.json is what collecting from the fixture repositories gives today.
 
     A change to the rulebook's probes or derived facts that changes the snapshot fails here;
     regenerate with `python -m tests.afdfixtures snapshots` and review the test cases.
     """
     out = tmp_path / f"{name}.facts.json"
-    fx.make_snapshot(name, out)
+    fx.make_snapshot(name, out, afd_repos)
     stored = ROOT / "rulebooks" / "tests" / f"{name}.facts.json"
     assert json.loads(out.read_text()) == json.loads(stored.read_text())
 
 
-def test_a_second_collection_in_one_process_records_the_same_provenance(tmp_path: Path) -> None:
+def test_a_second_collection_in_one_process_records_the_same_provenance(tmp_path: Path,
+                                                                         afd_repos: fx.FixtureRepos) -> None:
     """Parses and module summaries are shared across probes and collections in one process (an MCP
     server, a test run); what a fact's provenance names must not depend on which probe read a file
     first: the second collection reuses every summary and still names `git cat-file --batch`."""
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    fx.make_snapshot("planning", first)
-    fx.make_snapshot("planning", second)
+    fx.make_snapshot("planning", first, afd_repos)
+    fx.make_snapshot("planning", second, afd_repos)
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     assert {pid: f["provenance"]["commands"] for pid, f in a["facts"].items()} == \
         {pid: f["provenance"]["commands"] for pid, f in b["facts"].items()}

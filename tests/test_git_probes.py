@@ -15,12 +15,12 @@ from policyrun.collect import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
 from policyrun.probes.registry import get
-from tests.gitfixtures import GitRepo, history_repo, init_repo, run_probe, snapshot
+from tests.gitfixtures import GitRepo, init_repo, run_probe, snapshot
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> GitRepo:
-    return history_repo(tmp_path / "repo")
+def repo(history: GitRepo) -> GitRepo:
+    return history  # history_repo() in tmp_path/repo, copied from the session's (tests/conftest.py)
 
 
 def value(kind: str, repo: GitRepo, **params: Any) -> Any:

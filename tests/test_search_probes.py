@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from policyrun.probes.base import ProbeError
-from tests.gitfixtures import GitRepo, history_repo, init_repo, run_probe
+from tests.gitfixtures import GitRepo, init_repo, run_probe
 
 PIN = r"vllm==([0-9][^\s\"']*)"
 
@@ -94,8 +94,8 @@ def test_root_subdirectory_paths_are_relative(repo: GitRepo) -> None:
     assert set(v["counts"]) == {"é.py", "pkg/mod.py"}
 
 
-def test_search_a_revision(tmp_path: Path) -> None:
-    repo = history_repo(tmp_path / "repo")
+def test_search_a_revision(history: GitRepo) -> None:
+    repo = history
     old = search(repo.path, pattern=PIN, rev="v1")
     assert old["distinct"] == ["0.6.3"] and old["rev_sha"] == repo.sha("v1^{commit}")
     assert "docs/gone.md" in search(repo.path, pattern="deleted", rev="v1")["counts"]

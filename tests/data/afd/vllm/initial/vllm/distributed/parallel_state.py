@@ -1,0 +1,7 @@
+"""Process groups."""
+
+_TP = None
+
+
+def get_tp_group():
+    return _TP

@@ -1,0 +1,8 @@
+"""Model runner outputs."""
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ModelRunnerOutput:
+    req_ids: list
