@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from policyrun.collection.run import LineProgress, RichProgress, collect, make_progress
+from policyrun.collection.progress import LineProgress, RichProgress, make_progress
+from policyrun.collection.run import collect
 from policyrun.errors import UsageError
 from policyrun.facts import Fact, FactsSnapshot, load_facts
 from policyrun.model import Rulebook

@@ -16,7 +16,7 @@ from policyrun.app.binding import RulebookRequest
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.collection.run import Progress
+    from policyrun.collection.progress import Progress
     from policyrun.facts import FactsSnapshot
     from policyrun.rulebook import LoadedRulebook
 
@@ -72,7 +72,8 @@ class CollectResult:
 
 def collect(request: CollectRequest, access: PathCheck | None = None) -> CollectResult:
     from policyrun.app.binding import bind, check_path_inputs
-    from policyrun.collection.run import NOT_APPLICABLE, plan, unset_input_probes
+    from policyrun.collection.params import NOT_APPLICABLE, unset_input_probes
+    from policyrun.collection.plan import plan
     from policyrun.errors import UsageError
     from policyrun.facts import PER_HOST
     from policyrun.inputs import mask_snapshot

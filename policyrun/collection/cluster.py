@@ -61,7 +61,8 @@ def parse_cluster(value: str) -> str | None:
 def collect_cluster(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, address: str | None,
                     base_dir: Path, rulebook_dir: Path | None, locations: Mapping[str, str] | None = None,
                     stream: TextIO | None = None) -> FactsSnapshot:
-    from policyrun.collection.run import collect, plan, utc_now
+    from policyrun.collection.plan import plan
+    from policyrun.collection.run import collect, utc_now
     from policyrun.hosts import cell, host_probes
 
     ray = _ray()
