@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policyrun.collect import collect  # noqa: E402
+from policyrun.collection.run import collect  # noqa: E402
 from policyrun.model import Rulebook  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/timing.py, also when imported by tests
 from timing import best_of  # noqa: E402

@@ -143,7 +143,7 @@ def python_join(n: int) -> Callable[[], object]:
 def repo(n: int, tmp: Path) -> Callable[[], object]:
     from bench_repo import generate, rulebook
 
-    from policyrun.collect import collect
+    from policyrun.collection.run import collect
 
     root = tmp / f"repo{n}"
     generate(root, n)

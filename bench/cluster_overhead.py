@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policyrun.cluster import collect_cluster  # noqa: E402
-from policyrun.collect import collect  # noqa: E402
+from policyrun.collection.cluster import collect_cluster  # noqa: E402
+from policyrun.collection.run import collect  # noqa: E402
 from policyrun.rulebook import load_rulebook  # noqa: E402
 
 RULEBOOK = ROOT / "tests" / "data" / "cluster" / "cell.yaml"

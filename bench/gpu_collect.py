@@ -6,7 +6,7 @@
 Defaults: examples/gpu-probes.yaml, facts.json, its `on-device` mode. The `direct` engine (the
 default) loads each probe kind from the registry, refuses one whose side effects the mode
 does not permit, runs the rest in parallel threads and records per-probe timings; `collect`
-uses `policyrun.collect.collect` (the engine the CLI uses) instead. Either way the output is a
+uses `policyrun.collection.run.collect` (the engine the CLI uses) instead. Either way the output is a
 normal facts snapshot: `policyrun evaluate RULEBOOK --mode MODE --facts OUT.json` reads it.
 
 Prints one line per probe (ok / error code, seconds) and the whole collection's wall time.
@@ -103,7 +103,7 @@ def collect_direct(rulebook: Rulebook, mode: str, inputs: dict[str, Any], base_d
 
 def collect_engine(rulebook: Rulebook, mode: str, inputs: dict[str, Any], base_dir: Path,
                    rulebook_dir: Path) -> FactsSnapshot:
-    from policyrun.collect import collect
+    from policyrun.collection.run import collect
 
     return collect(rulebook, mode, inputs, base_dir=base_dir, rulebook_dir=rulebook_dir)
 

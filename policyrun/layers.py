@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluate", ("policyrun.expreval", "policyrun.guardworker", "policyrun.derive", "policyrun.interpreter",
                   "policyrun.baseline", "policyrun.tracevalues", "policyrun.engine")),
     # Collection: probes planned as a graph whose parameters may read derived values.
-    ("collect", ("policyrun.collect", "policyrun.cluster")),
+    ("collect", ("policyrun.collection", "policyrun.collection.*")),
     # Reports, from the trace only.
     ("render", ("policyrun.render", "policyrun.render.*")),
     # Re-evaluating a claim and signing statements about it; running a rulebook's own tests.

@@ -121,7 +121,7 @@ class Difference:
 def reevaluate(claim: Claim, request: Request) -> Reevaluation:
     """The trace this rulebook gives for the claim's mode and inputs over the auditor's facts;
     refused (exit 3) when the rulebook or the facts are not the ones the claim pins."""
-    from policyrun.collect import stale_facts
+    from policyrun.collection.stale import stale_facts
     from policyrun.engine import evaluate
     from policyrun.facts import load_facts, merge_facts
     from policyrun.inputs import select_mode

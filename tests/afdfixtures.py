@@ -712,7 +712,7 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
 
     A replaced fact keeps the parameters the rulebook gave its probe in this collection, so
     `evaluate --facts` accepts the snapshot (it refuses facts collected with other parameters)."""
-    from policyrun.collect import collect
+    from policyrun.collection.run import collect
     from policyrun.engine import load_checked
     from policyrun.facts import Fact, FactsSnapshot, Provenance
     from policyrun.inputs import resolve_inputs

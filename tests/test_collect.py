@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from policyrun.collect import LineProgress, RichProgress, collect, make_progress
+from policyrun.collection.progress import LineProgress, RichProgress, make_progress
+from policyrun.collection.run import collect
 from policyrun.errors import UsageError
 from policyrun.facts import Fact, FactsSnapshot, load_facts
 from policyrun.model import Rulebook
@@ -95,7 +96,7 @@ def test_the_head_of_the_longest_chain_starts_first(fake: Any, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """With one worker, the ready probe that the most probes wait on (in a chain) runs before probes
     nothing waits for, whatever the declaration order."""
-    import policyrun.collect as collect_module
+    import policyrun.collection.run as collect_module
 
     monkeypatch.setattr(collect_module, "MAX_WORKERS", 1)
     started: list[str] = []

@@ -14,7 +14,8 @@ import yaml
 
 from policyrun import limits
 from policyrun.cli import main
-from policyrun.collect import collect, stale_facts
+from policyrun.collection.run import collect
+from policyrun.collection.stale import stale_facts
 from policyrun.engine import evaluate
 from policyrun.facts import FactsSnapshot, load_facts
 from policyrun.model import Rulebook

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.collect import collect
+from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
 from tests.gitfixtures import run_probe

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.collect import collect
+from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
 from policyrun.probes.registry import get

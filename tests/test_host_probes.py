@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 
 from policyrun.cli import main
-from policyrun.collect import collect
+from policyrun.collection.run import collect
 from policyrun.lint import findings_for
 from policyrun.model import Rulebook
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError

@@ -615,7 +615,7 @@ phases:
 def test_facts_deeper_than_a_facts_file_holds_are_a_probe_error(tmp_path: Path) -> None:
     """A probe (a plugin's, say) returning a value too deep for a facts file gets an error fact at
     collection, instead of a snapshot that `evaluate --facts` would then refuse."""
-    from policyrun.collect import collect
+    from policyrun.collection.run import collect
     from policyrun.model import Rulebook
 
     deep: object = 1

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.collect import collect
+from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.python_stack import PythonStackProbe

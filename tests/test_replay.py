@@ -119,7 +119,7 @@ def test_allow_stale_facts_is_recorded(setup: tuple[Path, Path], tmp_path: Path)
 
 def test_stale_facts_show_where_nested_parameters_differ(tmp_path: Path) -> None:
     """F005 names the item or key that changed; before, a long list was two cut-off texts."""
-    from policyrun.collect import stale_facts
+    from policyrun.collection.stale import stale_facts
     from policyrun.facts import Fact, FactsSnapshot, Provenance
     from policyrun.model import Rulebook
 

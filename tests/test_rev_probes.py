@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policyrun.collect import collect
+from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
 from policyrun.probes.pins import glob_match

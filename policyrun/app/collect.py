@@ -16,7 +16,7 @@ from policyrun.app.binding import RulebookRequest
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.collect import Progress
+    from policyrun.collection.progress import Progress
     from policyrun.facts import FactsSnapshot
     from policyrun.rulebook import LoadedRulebook
 
@@ -72,7 +72,8 @@ class CollectResult:
 
 def collect(request: CollectRequest, access: PathCheck | None = None) -> CollectResult:
     from policyrun.app.binding import bind, check_path_inputs
-    from policyrun.collect import NOT_APPLICABLE, plan, unset_input_probes
+    from policyrun.collection.params import NOT_APPLICABLE, unset_input_probes
+    from policyrun.collection.plan import plan
     from policyrun.errors import UsageError
     from policyrun.facts import PER_HOST
     from policyrun.inputs import mask_snapshot
@@ -128,11 +129,11 @@ def gather(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], *, only: set[s
 
     rulebook_dir = rb.file_of(("schemas",)).parent
     if cluster is not None:
-        from policyrun.cluster import collect_cluster, parse_cluster
+        from policyrun.collection.cluster import collect_cluster, parse_cluster
 
         return collect_cluster(rb.model, mode, inputs, address=parse_cluster(cluster), base_dir=Path.cwd(),
                                rulebook_dir=rulebook_dir, locations=check_locations(rb))
-    from policyrun.collect import collect as run_probes
+    from policyrun.collection.run import collect as run_probes
 
     label = None
     if host_label is not None:

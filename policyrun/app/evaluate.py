@@ -14,7 +14,7 @@ from policyrun.app.binding import RulebookRequest
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.collect import Progress
+    from policyrun.collection.progress import Progress
     from policyrun.facts import FactsSnapshot
     from policyrun.rulebook import LoadedRulebook
     from policyrun.trace import Trace
@@ -121,7 +121,7 @@ def check_snapshot(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], facts:
                    allow: bool) -> dict[str, object]:
     """Refuse facts this rulebook would not have collected (another probe kind, other parameters):
     replaying them would evaluate a different question than the one the trace claims to answer."""
-    from policyrun.collect import stale_facts
+    from policyrun.collection.stale import stale_facts
     from policyrun.engine import check_locations
     from policyrun.errors import UsageError
 

@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from policyrun.app.collect import CollectRequest, collect
-    from policyrun.collect import make_progress
+    from policyrun.collection.progress import make_progress
     from policyrun.engine import rulebook_ref
     from policyrun.errors import terminal_text
 

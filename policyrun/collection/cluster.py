@@ -29,7 +29,7 @@ def _node_collect(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], base
     """Runs inside a Ray task on one node: the host-scoped probes, as JSON plus the node's identity."""
     import ray
 
-    from policyrun.collect import collect
+    from policyrun.collection.run import collect
     from policyrun.hosts import hostname
 
     snap = collect(rulebook, mode, inputs, base_dir=Path(base_dir), only=only,
@@ -61,7 +61,8 @@ def parse_cluster(value: str) -> str | None:
 def collect_cluster(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], *, address: str | None,
                     base_dir: Path, rulebook_dir: Path | None, locations: Mapping[str, str] | None = None,
                     stream: TextIO | None = None) -> FactsSnapshot:
-    from policyrun.collect import collect, plan, utc_now
+    from policyrun.collection.plan import plan
+    from policyrun.collection.run import collect, utc_now
     from policyrun.hosts import cell, host_probes
 
     ray = _ray()
