@@ -17,9 +17,9 @@ import pytest
 from policyrun.collect import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.pysession import Interpreters
-from policyrun.probes.python_modules import PythonModulesProbe
-from policyrun.probes.python_stack import PythonStackProbe
+from policyrun.probes.python.session import Interpreters
+from policyrun.probes.python.modules import PythonModulesProbe
+from policyrun.probes.python.stack import PythonStackProbe
 from tests.fakes import stack_site
 
 

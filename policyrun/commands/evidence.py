@@ -101,7 +101,7 @@ def listing(rb: Any, ref: str) -> str:
 def resolve_schema(rb: Any, name: str) -> dict[str, Any]:
     """The JSON Schema declared as `name` (a file path is read relative to the rulebook)."""
     from policyrun.probes.base import ProbeError
-    from policyrun.probes.files import load_schema
+    from policyrun.probes.repo.files import load_schema
 
     if name not in rb.model.schemas:
         declared = ", ".join(rb.model.schemas) or "none"
@@ -119,7 +119,7 @@ def check(schema: dict[str, Any], path: Path, name: str) -> int:
     """Validate one evidence file; print every problem at file:line:col."""
     from policyrun.errors import terminal_text
     from policyrun.probes.base import ProbeError
-    from policyrun.probes.files import FORMATS, checked_validator, load_document, schema_problems
+    from policyrun.probes.repo.files import FORMATS, checked_validator, load_document, schema_problems
 
     shown = str(path)
     fmt = {".yml": "yaml", ".yaml": "yaml", ".json": "json", ".toml": "toml"}.get(path.suffix.lower())
