@@ -22,7 +22,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes._kit.bounded import Skipped, display_path, read_beneath
-from policyrun.probes.repo.git import GitRepo, open_root, resolve_commits, rev_param
+from policyrun.probes._kit.gitclient import GitRepo, open_root, resolve_commits, rev_param
 from policyrun.probes._kit.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
 from policyrun.probes.repo.search import PathFilter
 from policyrun.probes.repo.search import _walk as walk_entries
@@ -183,7 +183,7 @@ def read_file_at(path_param: str, rev: str, ctx: ProbeContext, *, limit: int, pa
     not exist in the working tree (deleted since); the repository is the one holding its nearest
     existing folder. Symbolic links, submodules and folders are refused, as `file.read` refuses
     them on disk."""
-    from policyrun.probes.repo.git import open_repo
+    from policyrun.probes._kit.gitclient import open_repo
 
     wanted = Path(os.path.abspath(ctx.resolve(path_param)))
     folder, rest = wanted.parent, [wanted.name]

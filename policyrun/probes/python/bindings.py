@@ -25,7 +25,6 @@ from typing import Any
 
 from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.repo.git import rev_param
 from policyrun.probes.python.imports import PARAMS_SCHEMA as IMPORTS_PARAMS, scan
 from policyrun.probes.python.resolve import ModuleInfo, Resolver
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,

@@ -14,7 +14,7 @@ from typing import Any
 
 from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.repo.git import rev_param
+from policyrun.probes._kit.gitclient import rev_param
 from policyrun.probes.python.imports import SOURCE_ROOTS, statements
 from policyrun.probes.python.resolve import ModuleInfo, Resolver, module_statements
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, import_binds,

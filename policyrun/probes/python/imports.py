@@ -13,7 +13,7 @@ from typing import Any
 from policyrun.gcpause import gc_paused
 from policyrun.probes.python import parsepool
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.repo.git import rev_param
+from policyrun.probes._kit.gitclient import rev_param
 from policyrun.probes.python.fallback import DEFAULT_VERSION_PATTERN, Branch, fallback_branches
 from policyrun.probes.python.resolve import DEFINITION_KINDS, ModuleInfo, Resolver, Target
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,

@@ -17,7 +17,7 @@ from typing import Any
 
 from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeResult
-from policyrun.probes.repo.git import rev_param
+from policyrun.probes._kit.gitclient import rev_param
 from policyrun.probes.python.markers import DEFAULT_END, DEFAULT_FIELDS, DEFAULT_START, _File, _Patterns
 from policyrun.probes.python.imports import SOURCE_ROOTS
 from policyrun.probes.python.resolve import ModuleInfo, Resolver

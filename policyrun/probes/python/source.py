@@ -27,7 +27,7 @@ from typing import IO, Any, TypeVar
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes._kit.bounded import kill_group
-from policyrun.probes.repo.git import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
+from policyrun.probes._kit.gitclient import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
 from policyrun.probes._kit.gitobjects import list_tree, ls_tree_command, object_missing
 from policyrun.probes.repo.search import PathFilter, walk_files
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from policyrun.gcpause import gc_paused
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.repo.git import rev_param
+from policyrun.probes._kit.gitclient import rev_param
 from policyrun.probes.python.imports import SOURCE_ROOTS
 from policyrun.probes.python.resolve import ModuleInfo, Resolver, module_statements
 from policyrun.probes.python.shape import code_hash, shape

@@ -147,7 +147,7 @@ def _path_params(optional: Mapping[str, Any] | None = None, **extra: Any) -> dic
 
 
 def _rev_param() -> dict[str, Any]:
-    from policyrun.probes.repo.git import rev_param
+    from policyrun.probes._kit.gitclient import rev_param
 
     return rev_param("Read the file as it is at this revision (a commit, branch or tag), from git objects: "
                      "nothing is checked out. Default: the working tree.")

@@ -22,7 +22,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes.repo.files import DOCUMENT_BYTES, read_file
-from policyrun.probes.repo.git import rev_param
+from policyrun.probes._kit.gitclient import rev_param
 
 DEFAULT_FILES = ("pyproject.toml", "setup.py", "requirements*.txt", "requirements/*.txt", "constraints*.txt",
                  "uv.lock", "poetry.lock", "pdm.lock")

@@ -26,7 +26,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from policyrun.globs import GlobError, gitignore_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import Skipped, display_path, read_beneath
-from policyrun.probes.repo.git import GitRepo, open_root, resolve_commits, rev_param
+from policyrun.probes._kit.gitclient import GitRepo, open_root, resolve_commits, rev_param
 from policyrun.probes._kit.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
 from policyrun.probes._kit.linescan import LineScan, Span, raw_spans
 

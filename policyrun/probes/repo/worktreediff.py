@@ -17,20 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from policyrun.probes._kit.bounded import display_path
-from policyrun.probes.repo.git import (
-    _DIFF_FILE,
-    _matches_index,
-    PATHS,
-    SHA,
-    GitProbe,
-    GitRepo,
-    _fact,
-    _params,
-    _prop,
-    resolve_commits,
-    rev_param,
-    summarise_diff,
-)
+from policyrun.probes._kit.gitclient import GitRepo, resolve_commits, rev_param
+from policyrun.probes.repo.git import (_DIFF_FILE, PATHS, SHA, GitProbe, _fact, _matches_index, _params, _prop,
+                                      summarise_diff)
 
 _NULL_SHA = "0" * 40
 _DIFF_ARGS = ["-z", "--no-abbrev", "--no-ext-diff", "--no-textconv", "--no-color"]
