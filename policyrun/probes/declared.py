@@ -42,10 +42,9 @@ class Declared:
         return probe.empty_value  # type: ignore[no-any-return]
 
 
-def fingerprint() -> str:
-    """sha256 over the built-in probe sources (every family's folder too) and policyrun/limits.py:
-    what the schemas are built from."""
-    here = Path(__file__).parent
+def fingerprint(here: Path = Path(__file__).parent) -> str:
+    """sha256 over the built-in probe sources under `here` (every family's folder too) and
+    policyrun/limits.py beside it: what the schemas are built from."""
     digest = hashlib.sha256()
     for path in [*sorted(here.rglob("*.py")), here.parent / "limits.py"]:
         # The path below the package, not the bare name: two families may hold a file of one name.

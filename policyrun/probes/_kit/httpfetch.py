@@ -1,4 +1,5 @@
-"""One bounded HTTP request through the standard library, for the `http` and `python.index` probes.
+"""One bounded HTTP request through the standard library, for the `http` and `python.index` probes,
+and its body read as JSON.
 
 What the probes must never do, whatever the server answers: wait longer than their deadline, read
 more than their byte cap, or reach a host other than loopback when their mode did not grant the
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from policyrun import masking
+from policyrun import limits, masking
+from policyrun.errors import UsageError
 from policyrun.probes.base import ProbeError
 
 MAX_REDIRECTS = 5
@@ -166,3 +168,20 @@ def failure_text(exc: BaseException) -> str:
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror[0].lower() + reason.strerror[1:]
     return str(reason) or type(reason).__name__
+
+
+def body_json(text: str, content_type: str, truncated: bool) -> tuple[Any, str | None]:
+    """(parsed, why not): JSON is read by the one guarded reader, so a body is held to the
+    bounds of a facts file (no NaN, no duplicate keys, bounded numbers and nesting)."""
+    from policyrun.jsonfile import parse_json
+
+    declared = content_type.endswith("json")
+    if not declared and not text.lstrip().startswith(("{", "[")):
+        return None, None
+    if truncated:
+        return None, "the body was cut at max_body_bytes" if declared else None
+    try:
+        return parse_json(text, "body", what="the body", code="http", max_depth=limits.FACTS_DEPTH), None
+    except UsageError as exc:
+        return None, (f"line {exc.location.line}, column {exc.location.column}: {exc.message}"
+                      if declared and exc.location else exc.message if declared else None)

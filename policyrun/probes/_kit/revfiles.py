@@ -24,8 +24,7 @@ from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes._kit.bounded import Skipped, display_path, read_beneath
 from policyrun.probes._kit.gitclient import GitRepo, open_root, resolve_commits, rev_param
 from policyrun.probes._kit.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
-from policyrun.probes.repo.search import PathFilter
-from policyrun.probes.repo.search import _walk as walk_entries
+from policyrun.probes._kit.paths import PathFilter, walk_tree
 
 _BINARY_SNIFF = 8000
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -83,7 +82,7 @@ def read_tree(params: Mapping[str, Any], ctx: ProbeContext, default_include: lis
     out = TreeFiles(root=root, rev=rev, rev_sha=None)
     if repo is None:
         readable = []
-        entries = walk_entries(root)
+        entries = walk_tree(root)
         for i in keep.kept([raw for raw, _ in entries]):
             raw, why = entries[i]
             rel = display_path(raw)

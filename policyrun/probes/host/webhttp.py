@@ -14,10 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from policyrun import limits, masking
-from policyrun.errors import UsageError
+from policyrun import masking
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes._kit.httpfetch import Response, check_url, failure_text, fetch, is_loopback
+from policyrun.probes._kit.httpfetch import Response, body_json, check_url, failure_text, fetch, is_loopback
 
 DEFAULT_MAX_BODY = 1 << 20
 MAX_BODY = 16 << 20
@@ -88,23 +87,6 @@ def _headers(resp: Response) -> dict[str, str]:
         key = name.lower()
         out[key] = f"{out[key]}, {value}" if key in out else value
     return {k: masking.shown(v, name=k) for k, v in sorted(out.items())}
-
-
-def body_json(text: str, content_type: str, truncated: bool) -> tuple[Any, str | None]:
-    """(parsed, why not): JSON is read by the one guarded reader, so a body is held to the
-    bounds of a facts file (no NaN, no duplicate keys, bounded numbers and nesting)."""
-    from policyrun.jsonfile import parse_json
-
-    declared = content_type.endswith("json")
-    if not declared and not text.lstrip().startswith(("{", "[")):
-        return None, None
-    if truncated:
-        return None, "the body was cut at max_body_bytes" if declared else None
-    try:
-        return parse_json(text, "body", what="the body", code="http", max_depth=limits.FACTS_DEPTH), None
-    except UsageError as exc:
-        return None, (f"line {exc.location.line}, column {exc.location.column}: {exc.message}"
-                      if declared and exc.location else exc.message if declared else None)
 
 
 def _request_body(params: Mapping[str, Any]) -> tuple[bytes | None, dict[str, str]]:

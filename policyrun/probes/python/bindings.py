@@ -31,7 +31,7 @@ from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, 
                                        as_list, import_binds, namer_for, object_schema, open_tree, skipped_facts)
 from policyrun.probes.python.symbols import FACT_SCHEMA as SYMBOLS_FACT, class_member, compare_symbol, find_symbol, \
     in_module_order
-from policyrun.probes.repo.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 BINDING_KINDS = ("import", "subclass", "override", "call", "patch")
 DEFAULT_MAX_SYMBOLS = 2000

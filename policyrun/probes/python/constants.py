@@ -19,7 +19,7 @@ from policyrun.probes.python.imports import SOURCE_ROOTS, statements
 from policyrun.probes.python.resolve import ModuleInfo, Resolver, module_statements
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, import_binds,
                                        object_schema, open_tree, schema_list, skipped_facts, source_text, unparse)
-from policyrun.probes.repo.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 CONTEXTS = ("compare", "call_arg", "call_receiver", "format", "other")
 # A reference counts as a runtime check when it is compared, or passed to / called on one of these.

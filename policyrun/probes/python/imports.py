@@ -19,7 +19,7 @@ from policyrun.probes.python.resolve import DEFINITION_KINDS, ModuleInfo, Resolv
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, ParseError, SourceTree, absolute_module,
                                        as_list, namer_for, object_schema, open_tree, relative_text, schema_list,
                                        skipped_facts)
-from policyrun.probes.repo.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 
 @dataclass(frozen=True)

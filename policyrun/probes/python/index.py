@@ -20,8 +20,7 @@ from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun import masking
-from policyrun.probes._kit.httpfetch import check_url, failure_text, fetch, split_credentials
-from policyrun.probes.host.webhttp import body_json
+from policyrun.probes._kit.httpfetch import body_json, check_url, failure_text, fetch, split_credentials
 
 PYPI = "https://pypi.org/simple/"
 INDEX_ENV = ("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL")

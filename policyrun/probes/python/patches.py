@@ -24,7 +24,7 @@ from policyrun.probes.python.resolve import ModuleInfo, Resolver
 from policyrun.probes.python.shape import code_hash, forwards, shape
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, absolute_module, as_list, import_binds,
                                        object_schema, open_tree, schema_list, skipped_facts, source_text)
-from policyrun.probes.repo.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 FORMS = ("assign", "setattr", "method_replace", "wrap")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -29,7 +29,7 @@ from typing import Any
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import ChildOutputTooLarge, ChildTimeout, child_env, run_child
 from policyrun.probes._kit.gitclient import open_root, resolve_commits, rev_param
-from policyrun.probes.repo.search import glob_regex
+from policyrun.probes._kit.paths import glob_regex
 from policyrun.probes.python.stack import ISOLATED, MAX_RESULT_BYTES, _resolve_python, _tail
 
 LISTED = 50  # paths kept per list: enough to act on, bounded for the trace

@@ -29,7 +29,7 @@ from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes._kit.bounded import kill_group
 from policyrun.probes._kit.gitclient import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
 from policyrun.probes._kit.gitobjects import list_tree, ls_tree_command, object_missing
-from policyrun.probes.repo.search import PathFilter, walk_files
+from policyrun.probes._kit.paths import PathFilter, walk_files
 
 # ast.parse warns about invalid escape sequences (a SyntaxWarning on stderr from 3.12); upstream
 # sources have some and they are not our report. catch_warnings swaps process-wide state, so

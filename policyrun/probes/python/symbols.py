@@ -18,7 +18,7 @@ from policyrun.probes.python.resolve import ModuleInfo, Resolver, module_stateme
 from policyrun.probes.python.shape import code_hash, shape
 from policyrun.probes.python.source import (PARSE_ERROR_SCHEMA, SKIPPED_SCHEMA, as_list, object_schema, open_tree,
                                        schema_list, skipped_facts, unparse)
-from policyrun.probes.repo.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 SYMBOL_KINDS = ("module", "class", "function", "async function", "method", "async method", "assignment",
                 "import", "lazy")

@@ -16,127 +16,24 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-from policyrun.globs import GlobError, gitignore_source
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import Skipped, display_path, read_beneath
 from policyrun.probes._kit.gitclient import GitRepo, open_root, resolve_commits, rev_param
 from policyrun.probes._kit.gitobjects import TreeEntry, list_tree, object_missing, read_blobs
-from policyrun.probes._kit.linescan import LineScan, Span, raw_spans
+from policyrun.probes._kit.linescan import Span, raw_spans
+from policyrun.probes._kit.paths import PathFilter, as_list, re2_error, re2_options, walk_tree
 
 MAX_TEXT = 500  # a hit keeps at most this many characters of its line (minified files)
 MAX_FILE_BYTES = 8 * 1024 * 1024  # default per-file cap; a larger file is listed in `skipped`
 _BINARY_SNIFF = 8000  # like git: a NUL in the first 8000 bytes makes a file binary
 _LISTED_UNREADABLE = 20  # named in the error message; the count says how many more
-
-
-def _re2_options(*, case_sensitive: bool = True) -> Any:
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print every bad pattern to stderr; the error says it
-    options.never_nl = True  # a match never crosses a line break: lines are the unit
-    options.case_sensitive = case_sensitive
-    return options
-
-
-def _re2_error(exc: Exception) -> str:
-    why = exc.args[0] if exc.args else exc
-    return why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
-
-
-def glob_regex(glob: str) -> Any:
-    """A glob as an RE2 regex over root-relative paths, with .gitignore's rules (policyrun/globs.py,
-    the same as CEL's glob_match): `*` and `?` stay within a path segment, `**` crosses segments, a
-    glob without `/` matches at any depth, and matching a directory covers everything below it.
-    """
-    options = re2.Options()
-    options.log_errors = False
-    try:
-        return re2.compile(gitignore_source(glob), options)
-    except (GlobError, re2.error) as exc:
-        why = f"pattern '{glob}' {exc}" if isinstance(exc, GlobError) else _re2_error(exc)
-        raise ProbeError("params.invalid", f"glob {glob!r} is not valid: {why}") from None
-
-
-def _any_of(regexes: list[Any]) -> LineScan | None:
-    """One whole-path scan for a list of glob regexes (compiled alike), or None for no globs."""
-    if not regexes:
-        return None
-    if len(regexes) == 1:
-        return LineScan(regexes[0], anchored=True)
-    either = "|".join(f"(?:{r.pattern})" for r in regexes)
-    return LineScan(re2.compile(either, regexes[0].options), anchored=True)
-
-
-class PathFilter:
-    """Which paths `include` globs keep and `exclude` globs drop (no include: every path)."""
-
-    def __init__(self, include: Iterable[str], exclude: Iterable[str]) -> None:
-        self._include = _any_of([glob_regex(g) for g in include])
-        self._exclude = _any_of([glob_regex(g) for g in exclude])
-
-    def kept(self, paths: Sequence[str | bytes]) -> list[int]:
-        """Indices of the paths kept, ascending, from one scan per glob list (see linescan: one RE2
-        call per path is slow under threads). A path is matched as shown: RE2 takes UTF-8, so an
-        undecodable file name is matched in its `\\xNN` form."""
-        shown = [display_path(p) for p in paths]
-        index = list(range(len(shown)))
-        if self._include is not None:
-            index = self._include.matching(shown)
-        if self._exclude is not None and index:
-            dropped = set(self._exclude.matching([shown[i] for i in index]))
-            index = [i for k, i in enumerate(index) if k not in dropped]
-        return index
-
-    def select(self, paths: Sequence[str]) -> list[str]:
-        """The paths kept, in their order."""
-        return [paths[i] for i in self.kept(paths)]
-
-
-def _as_list(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else list(value or [])
-
-
-def walk_files(root: Path, keep: PathFilter) -> list[tuple[str, Path]]:
-    """Regular files under `root` (outside any repository), skipping `.git`, in git's order.
-
-    Symbolic links (to files or directories) are not followed and not listed; nor are devices,
-    FIFOs or sockets.
-    """
-    files = [rel for rel, why in _walk(root) if why is None]
-    return [(display_path(files[i]), root / os.fsdecode(files[i])) for i in keep.kept(files)]
-
-
-def _walk(root: Path) -> list[tuple[bytes, str | None]]:
-    """Every entry under `root` with why it is not a file to read (None for a regular file), sorted."""
-    found: list[tuple[bytes, str | None]] = []
-    pending = [b""]
-    base = os.fsencode(root)
-    while pending:
-        rel_dir = pending.pop()
-        try:
-            entries = list(os.scandir(os.path.join(base, rel_dir) if rel_dir else base))
-        except OSError:
-            found.append((rel_dir, "unreadable"))
-            continue
-        for entry in entries:
-            name = os.fsencode(entry.name)
-            rel = rel_dir + b"/" + name if rel_dir else name
-            if entry.is_symlink():
-                found.append((rel, "symlink"))
-            elif entry.is_dir(follow_symlinks=False):
-                if name != b".git":
-                    pending.append(rel)
-            elif entry.is_file(follow_symlinks=False):
-                found.append((rel, None))
-            else:
-                found.append((rel, "special"))
-    return sorted(found)
 
 
 # --- matching -----------------------------------------------------------------------------------
@@ -186,10 +83,10 @@ def _next_char(data: bytes, pos: int) -> int:
 def _compile(pattern: str, literal: bool, ignore_case: bool, group: int | str | None) -> Matcher:
     try:
         regex = re2.compile("(?m)" + (re2.escape(pattern) if literal else pattern),
-                            _re2_options(case_sensitive=not ignore_case))
+                            re2_options(case_sensitive=not ignore_case))
     except re2.error as exc:
         raise ProbeError("search.invalid_pattern",
-                         f"parameter `pattern`: {pattern!r} is not a pattern RE2 accepts ({_re2_error(exc)}). "
+                         f"parameter `pattern`: {pattern!r} is not a pattern RE2 accepts ({re2_error(exc)}). "
                          "Patterns are RE2, as in CEL's matches(): no lookbehind or lookahead ((?<=, (?<!, (?=, "
                          "(?!), no backreferences; match the neighbouring character instead, e.g. "
                          "`(?:^|[^0-9.])0\\.26\\.0(?:[^0-9]|$)` for `(?<![0-9.])0\\.26\\.0(?![0-9])`") from None
@@ -325,7 +222,7 @@ class SearchProbe:
         if rev and params.get("untracked"):
             raise ProbeError("params.invalid", "`untracked` applies to the working tree; drop it or `rev`")
         root, repo = open_root(params.get("root", "."), rev, ctx)
-        keep = PathFilter(_as_list(params.get("include")), _as_list(params.get("exclude")))
+        keep = PathFilter(as_list(params.get("include")), as_list(params.get("exclude")))
         summary = Summary(params.get("max_hits", 1000))
         limit = params.get("max_file_bytes", MAX_FILE_BYTES)
         rev_sha = None
@@ -334,7 +231,7 @@ class SearchProbe:
             _search_revision(repo, root, rev, rev_sha, keep, matcher, summary, limit, deadline)
         else:
             if repo is None:
-                listing: list[tuple[bytes, str | None]] = _walk(root)
+                listing: list[tuple[bytes, str | None]] = walk_tree(root)
             else:
                 listing = [(p, None) for p in _tracked(repo, root, bool(params.get("untracked")))]
             _search_disk(root, listing, keep, matcher, summary, limit, deadline, ctx.timeout_s)
