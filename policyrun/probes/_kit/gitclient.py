@@ -5,8 +5,9 @@ Strictly read-only, and nothing from the repository runs. Every git command runs
 fetches (no transport is allowed, so a partial clone cannot fetch lazily), never takes a lock,
 ignores `GIT_DIR`-style variables inherited from a hook so the `path` parameter alone decides
 which repository is read, and overrides every configuration key that could make it run a
-program: the static ones below, and the filter drivers the repository's configuration declares
-(read with `git config --list`, which runs nothing). docs/security.md lists them and why.
+program: the static ones (policyrun.probes._kit.gitenv), and the filter drivers the repository's
+configuration declares (read with `git config --list`, which runs nothing). docs/security.md lists
+them and why.
 Commands run through `bounded.run_child`: their own process group, killed at the deadline.
 """
 
@@ -19,75 +20,17 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policyrun.probes._kit.bounded import (ChildOutputTooLarge, ChildResult, ChildTimeout, Skipped, read_regular,
                                            run_child)
+from policyrun.probes._kit.gitenv import (FILTER_OVERRIDES, READ_ONLY_CONFIG, config_value, declared_filters,
+                                          git_env, partial_clone, with_config)
 from policyrun.probes._kit.gitobjects import ObjectMissing
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-
-# Environment for every git command: no optional locks (no index refresh), no prompts, English
-# messages (errors are classified by their text), no pager, no transport of any kind (an empty
-# allow-list: a partial clone would otherwise fetch missing objects through the repository's
-# remote URL, `ext::` commands and core.sshCommand included), no replace refs (a repository
-# could otherwise substitute what a commit, tree or blob reads as).
-READ_ONLY_ENV = {
-    "GIT_OPTIONAL_LOCKS": "0",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_PAGER": "cat",
-    "LC_ALL": "C.UTF-8",
-    "LANGUAGE": "",
-    "GIT_ALLOW_PROTOCOL": "",
-    "GIT_NO_LAZY_FETCH": "1",
-    "GIT_NO_REPLACE_OBJECTS": "1",
-}
-# Configuration overridden on every command, whatever the repository (or an included file) says.
-NEUTRALISED_CONFIG: tuple[tuple[str, str], ...] = (
-    ("core.fsmonitor", "false"),  # a hook program, or a daemon started on demand
-    ("core.hooksPath", os.devnull),  # no hook can be found (none of the commands used runs one anyway)
-    ("core.pager", "cat"),
-    ("log.showSignature", "false"),  # would run gpg.program on every signed commit git log prints
-    ("gpg.program", os.devnull), ("gpg.openpgp.program", os.devnull), ("gpg.x509.program", os.devnull),
-    ("gpg.ssh.program", os.devnull),
-    ("credential.helper", ""),  # an empty value resets the list of helpers
-    ("core.askPass", ""),
-    ("core.sshCommand", os.devnull),
-    ("protocol.allow", "never"),
-    ("submodule.recurse", "false"),
-    ("core.useReplaceRefs", "false"),
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-    ("core.warnAmbiguousRefs", "true"),
-    ("grep.fullName", "false"),
-    ("grep.column", "false"),
-    ("color.ui", "false"),
-    # What `git status` reports about the work tree. A repository could otherwise hide an edit
-    # (`core.checkStat=minimal` + `core.trustctime=false`: a same-size edit with its mtime put back
-    # compares equal; `core.ignoreStat`: edits are not looked for), an untracked file (a forged
-    # untracked cache in the index; `core.ignoreCase` on a case-sensitive file system), or a
-    # `chmod +x` (`core.fileMode=false`). Overriding errs towards a false alarm on an unusual file
-    # system (no executable bits, case-insensitive), never towards a false clean.
-    ("core.checkStat", "default"),
-    ("core.trustctime", "true"),
-    ("core.ignoreStat", "false"),
-    ("core.untrackedCache", "false"),
-    ("core.fileMode", "true"),
-    ("core.ignoreCase", "false"),
-)
-READ_ONLY_CONFIG = tuple(arg for key, value in NEUTRALISED_CONFIG for arg in ("-c", f"{key}={value}"))
-# A filter driver's programs run when git converts a working-tree file (`git status` compares a
-# stale entry's content through its clean filter). Every driver the configuration declares gets
-# these, so no clean, smudge or long-running process filter is ever started.
-FILTER_OVERRIDES = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
-# Inherited GIT_* variables that may stay; the rest (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_SSH,
-# GIT_EXTERNAL_DIFF, GIT_TRACE2*, ...) would point git at another repository or run something.
-_KEEP_GIT_ENV = frozenset({
-    "GIT_EXEC_PATH", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-    "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_SSL_CAINFO", "GIT_ASKPASS",
-})
 
 REV_PATTERN = r"^[^-\s][^\s]*$"  # no leading '-': a rev must never be read as an option
 FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -95,66 +38,6 @@ HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 INDEX_FILE_BYTES = 1 << 30  # a copy of .git/index (split index) larger than this is refused
 # Commands that load the index (and so, in a split-index repository, freshen the shared index).
 INDEX_COMMANDS = frozenset({"status", "ls-files", "diff-files", "diff-index", "grep", "check-attr", "check-ignore"})
-
-
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_") or k in _KEEP_GIT_ENV or k.startswith("GIT_CONFIG_")}
-    env.update(extra or {})
-    env.update(READ_ONLY_ENV)
-    return env
-
-
-def with_config(env: Mapping[str, str], pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """`env` plus `pairs` as GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n, after any inherited ones (later wins).
-
-    The environment carries keys and values separately, so a driver name git would mis-split on
-    the command line (one holding `=`) is still overridden exactly.
-    """
-    out = dict(env)
-    try:
-        count = int(out.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        count = 0
-    for key, value in pairs:
-        out[f"GIT_CONFIG_KEY_{count}"] = key
-        out[f"GIT_CONFIG_VALUE_{count}"] = value
-        count += 1
-    out["GIT_CONFIG_COUNT"] = str(count)
-    return out
-
-
-def declared_filters(config_listing: bytes) -> list[str]:
-    """Filter driver names declared in `git config -z --list` output (every scope, includes followed)."""
-    names = set()
-    for record in config_listing.split(b"\0"):
-        key = record.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
-        if key.lower().startswith("filter.") and key.count(".") >= 2:
-            names.add(key[len("filter."):key.rindex(".")])
-    return sorted(names)
-
-
-def _partial_clone(config_listing: bytes) -> bool:
-    """Whether git would fetch an absent object lazily: `extensions.partialClone`, or any
-    `remote.<name>.promisor` set true (either makes a promisor remote)."""
-    for record in config_listing.split(b"\0"):
-        key, _, raw = record.partition(b"\n")
-        name = key.decode("utf-8", "replace").lower()
-        if name == "extensions.partialclone" and raw.strip():
-            return True
-        if name.startswith("remote.") and name.endswith(".promisor") and raw.strip().lower() in (
-                b"true", b"yes", b"on", b"1", b""):
-            return True
-    return False
-
-
-def _config_value(config_listing: bytes, wanted: str) -> str | None:
-    value = None
-    for record in config_listing.split(b"\0"):
-        key, _, raw = record.partition(b"\n")
-        if key.decode("utf-8", "replace").lower() == wanted:
-            value = raw.decode("utf-8", "replace")
-    return value
 
 
 @dataclass
@@ -359,8 +242,8 @@ def open_repo(path: str, ctx: ProbeContext) -> GitRepo:
     listing = probe.run(["config", "-z", "--list"], cwd=where, ok=(0, 1)).stdout
     probe.env = with_config(probe.env, [(f"filter.{name}.{var}", value) for name in declared_filters(listing)
                                         for var, value in FILTER_OVERRIDES])
-    probe.object_format = (_config_value(listing, "extensions.objectformat") or "sha1").lower()
-    probe.partial_clone = _partial_clone(listing)
+    probe.object_format = (config_value(listing, "extensions.objectformat") or "sha1").lower()
+    probe.partial_clone = partial_clone(listing)
     try:
         probe.split_index = any(n.startswith("sharedindex.") for n in os.listdir(git_dir))
     except OSError:

@@ -27,7 +27,8 @@ from typing import IO, Any, TypeVar
 
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes._kit.bounded import kill_group
-from policyrun.probes._kit.gitclient import READ_ONLY_CONFIG, GitRepo, git_executable, open_root, resolve_commits
+from policyrun.probes._kit.gitclient import GitRepo, git_executable, open_root, resolve_commits
+from policyrun.probes._kit.gitenv import READ_ONLY_CONFIG
 from policyrun.probes._kit.gitobjects import list_tree, ls_tree_command, object_missing
 from policyrun.probes._kit.paths import PathFilter, walk_files
 

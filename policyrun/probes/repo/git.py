@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.probes._kit.bounded import display_path, read_regular
-from policyrun.probes._kit.gitclient import (FULL_SHA, HEX, READ_ONLY_ENV, GitRepo, ambiguous_ref_error, check_rev,
-                                             history_cut, open_repo, resolve_commits, rev_param, shallow_error,
-                                             unresolved_error)
+from policyrun.probes._kit.gitclient import (FULL_SHA, HEX, GitRepo, ambiguous_ref_error, check_rev, history_cut,
+                                             open_repo, resolve_commits, rev_param, shallow_error, unresolved_error)
+from policyrun.probes._kit.gitenv import READ_ONLY_ENV
 from policyrun.probes._kit.gitobjects import ObjectMissing, list_tree, locate_missing, object_missing, read_blobs
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 
