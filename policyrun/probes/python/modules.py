@@ -20,13 +20,11 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import ChildOutputTooLarge, ChildTimeout, child_env
-from policyrun.probes.python.session import ISOLATED, run_script
+from policyrun.probes.python.session import ISOLATED, run_script, script_label, script_text
 from policyrun.probes.python.stack import MAX_RESULT_BYTES, _resolve_python, _tail
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -74,9 +72,8 @@ _FACT_SCHEMA: dict[str, Any] = {
 }
 
 
-@cache
 def modules_script() -> str:
-    return resources.files("policyrun.probes.python").joinpath("_modules_script.py").read_text(encoding="utf-8")
+    return script_text("_modules_script.py")
 
 
 def _reusable(stdout: bytes) -> bool:
@@ -128,7 +125,7 @@ class PythonModulesProbe:
         names = [str(m) for m in params["modules"]]
         gpu_visible = bool(params.get("gpu_visible", False))
         timeout, budget = _budgets(float(params.get("timeout_s", DEFAULT_TIMEOUT_S)), ctx.timeout_s)
-        shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_modules_script.py> "
+        shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <{script_label('_modules_script.py')}> "
                  f"{shlex.quote(json.dumps({'modules': names, 'budget_s': round(budget, 3)}))}")
         script_env = child_env(env, **({} if gpu_visible else {"CUDA_VISIBLE_DEVICES": ""}))
 
@@ -138,7 +135,7 @@ class PythonModulesProbe:
 
         try:
             # In a collection, the child is shared with python.stack of the same interpreter.
-            answer = run_script(ctx.interpreters, exe, script_env, "policyrun/probes/_modules_script.py",
+            answer = run_script(ctx.interpreters, exe, script_env, script_label("_modules_script.py"),
                                 modules_script(), make_args, timeout_s=timeout, max_stdout=MAX_RESULT_BYTES,
                                 keep=_reusable)
         except ChildTimeout:

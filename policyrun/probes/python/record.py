@@ -22,14 +22,13 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import ChildOutputTooLarge, ChildTimeout, child_env, run_child
 from policyrun.probes._kit.gitclient import open_root, resolve_commits, rev_param
 from policyrun.probes._kit.paths import glob_regex
+from policyrun.probes.python.session import script_label, script_text
 from policyrun.probes.python.stack import ISOLATED, MAX_RESULT_BYTES, _resolve_python, _tail
 
 LISTED = 50  # paths kept per list: enough to act on, bounded for the trace
@@ -86,9 +85,8 @@ _FACT_SCHEMA: dict[str, Any] = {
 }
 
 
-@cache
 def record_script() -> str:
-    return resources.files("policyrun.probes.python").joinpath("_record_script.py").read_text(encoding="utf-8")
+    return script_text("_record_script.py")
 
 
 class PythonRecordProbe:
@@ -128,7 +126,7 @@ class PythonRecordProbe:
         exe = _resolve_python(str(params.get("python") or sys.executable), ctx, env)
         args = json.dumps({"distribution": str(params["distribution"]),
                            "object_format": "sha256" if object_format == "sha256" else "sha1"})
-        command = f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_record_script.py> {shlex.quote(args)}"
+        command = f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <{script_label('_record_script.py')}> {shlex.quote(args)}"
         with tempfile.TemporaryDirectory(prefix="policyrun-record-") as cwd:
             try:
                 proc = run_child([exe, *ISOLATED, "-c", record_script(), args], cwd=cwd,

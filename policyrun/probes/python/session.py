@@ -36,12 +36,27 @@ from policyrun.probes._kit.bounded import (MAX_STDERR, ChildOutputTooLarge, Chil
                                       run_child)
 
 ISOLATED = ("-I", "-B")  # isolated mode (implies -E, -s and, from 3.11, -P); no .pyc written anywhere
-SESSION_NAME = "policyrun/probes/_session_script.py"
+
+
+def script_label(filename: str) -> str:
+    """How a fact's commands name a child script (`-c <label>`: its text is passed, not a path).
+    The label is where the scripts lived before the probes were grouped into families (they sit
+    beside this module now); it is kept so the commands facts and traces record read the same
+    across that move, and so a shared child knows each script by the same name."""
+    return f"policyrun/probes/{filename}"
 
 
 @cache
+def script_text(filename: str) -> str:
+    """The source of a child script beside this module, passed to the target interpreter with -c."""
+    return resources.files("policyrun.probes.python").joinpath(filename).read_text(encoding="utf-8")
+
+
+SESSION_NAME = script_label("_session_script.py")
+
+
 def session_script() -> str:
-    return resources.files("policyrun.probes.python").joinpath("_session_script.py").read_text(encoding="utf-8")
+    return script_text("_session_script.py")
 
 
 @dataclass(frozen=True)
@@ -206,7 +221,7 @@ class Interpreters:
 def run_script(interpreters: Interpreters | None, exe: str, env: Mapping[str, str], name: str, script: str,
                make_args: Callable[[float], dict[str, Any]], *, timeout_s: float, max_stdout: int,
                keep: Callable[[bytes], bool]) -> Answer:
-    """Run `script` (`name`: policyrun/probes/<file>) in `exe` with the arguments `make_args(seconds
+    """Run `script` (`name`: its script_label) in `exe` with the arguments `make_args(seconds
     left)` gives: in the collection's shared child when there is one, else one-shot. Raises
     ChildTimeout when the deadline passes (waiting for the shared child included),
     ChildOutputTooLarge, or OSError. `keep(stdout)` says whether the shared child may answer more."""

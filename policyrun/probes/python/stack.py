@@ -27,15 +27,13 @@ import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from policyrun import masking
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
 from policyrun.probes._kit.bounded import ChildOutputTooLarge, ChildResult, ChildTimeout, child_env, run_child
 from policyrun.probes.python.session import ISOLATED as ISOLATED  # python.record runs its child the same way
-from policyrun.probes.python.session import run_script
+from policyrun.probes.python.session import run_script, script_label, script_text
 
 DEFAULT_ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "VLLM_")
 _STDERR_TAIL = 2000
@@ -99,9 +97,8 @@ _FACT_SCHEMA: dict[str, Any] = {
 }
 
 
-@cache
 def stack_script() -> str:
-    return resources.files("policyrun.probes.python").joinpath("_stack_script.py").read_text(encoding="utf-8")
+    return script_text("_stack_script.py")
 
 
 def masked_env(env: Mapping[str, str], prefixes: tuple[str, ...] = DEFAULT_ENV_PREFIXES) -> dict[str, str]:
@@ -156,11 +153,11 @@ class PythonStackProbe:
             pip_future = pip_pool.submit(_pip_check, exe, env, cwd, deadline) if pip_pool else None
             if pip_pool:
                 pip_pool.shutdown(wait=False)
-            shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <policyrun/probes/_stack_script.py> "
+            shown = (f"{shlex.quote(exe)} {' '.join(ISOLATED)} -c <{script_label('_stack_script.py')}> "
                      f"{shlex.quote(json.dumps({'init_cuda': init_cuda}))}")
             try:
                 # In a collection, the child is shared with python.modules of the same interpreter.
-                answer = run_script(ctx.interpreters, exe, script_env, "policyrun/probes/_stack_script.py",
+                answer = run_script(ctx.interpreters, exe, script_env, script_label("_stack_script.py"),
                                     stack_script(), lambda _left: {"init_cuda": init_cuda},
                                     timeout_s=ctx.timeout_s, max_stdout=MAX_RESULT_BYTES, keep=_reusable)
             except ChildTimeout:
