@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from policyrun.probes.base import ProbeError
 
-if TYPE_CHECKING:  # git.py uses this module: the repository type is only named here
+if TYPE_CHECKING:  # gitclient.py uses this module: the repository type is only named here
     from policyrun.probes._kit.gitclient import GitRepo
 
 _LS_TREE = ("ls-tree", "-r", "-z")

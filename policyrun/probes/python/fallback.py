@@ -11,7 +11,7 @@ the version pattern (by default anything named like `version`: `__version__`, `V
 function (`if vllm_version_at_least("0.27"):`).
 
 A group is identified by `file:line` of its outermost `try`/`if`; an import belongs to the innermost
-group around it. Resolving the branches against releases is the imports probe's job (pyimports).
+group around it. Resolving the branches against releases is the imports probe's job (python/imports.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The parse helper's side of policyrun.probes.python.parsepool: read jobs, answer module summaries.
 
 Runs in the helper process (`python -I -c "... from policyrun.probes.python.parseworker import main"`).
-It lives apart from parsepool because summarising needs the resolver (pyresolve), which itself
+It lives apart from parsepool because summarising needs the resolver (python/resolve.py), which itself
 starts the pool: one module for each side keeps the imports one-way.
 """
 

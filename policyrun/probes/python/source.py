@@ -78,7 +78,7 @@ def skipped_facts(errors: Iterable[ParseError], **extra: Any) -> list[dict[str, 
 # is most of their cost. Consumers never modify what they get.
 # Each kind of entry is bounded by the source bytes behind it, least recently used out first.
 # Syntax trees (kind "ast") take about 25 times their source in memory, so only the most recently
-# used AST_MEMO_BYTES of source keep theirs: the probes keep summaries (pyresolve.ModuleInfo) and
+# used AST_MEMO_BYTES of source keep theirs: the probes keep summaries (resolve.ModuleInfo) and
 # ask again for a tree when they need its nodes. Keeping every tree of the real afd-plugin
 # planning audit (5.5 MB of source, 188 files) held 133 MB of trees to the end of the run.
 _MEMO: dict[str, OrderedDict[tuple[str, str], tuple[Any, int]]] = {}
