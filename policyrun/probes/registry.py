@@ -13,7 +13,7 @@ from policyrun.probes.base import Probe
 # import them at all while policyrun/probes/declarations.json is current (policyrun.probes.declared).
 BUILTIN_MODULES = (
     "policyrun.probes.const",
-    "policyrun.probes.repo.git", "policyrun.probes.repo.worktreediff",
+    "policyrun.probes.repo.gitstate", "policyrun.probes.repo.git", "policyrun.probes.repo.worktreediff",
     "policyrun.probes.repo.search",
     "policyrun.probes.python.markers", "policyrun.probes.repo.claims",
     "policyrun.probes.repo.pins",

@@ -1,4 +1,5 @@
-"""Repository probes: state, refs, ancestry, diffs, first-parent logs, files at a revision, worktrees.
+"""Repository history probes: refs, commits, ancestry, diffs, first-parent logs, files at a revision,
+worktrees (`git.repo`, the state of a working tree, is repo/gitstate.py).
 
 Every git command goes through the read-only client (policyrun.probes._kit.gitclient): no locks,
 no fetches, nothing from the repository runs.
@@ -7,253 +8,14 @@ no fetches, nothing from the repository runs.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
-import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from policyrun.probes._kit.bounded import display_path, read_regular
 from policyrun.probes._kit.gitclient import (FULL_SHA, HEX, GitRepo, ambiguous_ref_error, check_rev, history_cut,
-                                             open_repo, resolve_commits, rev_param, shallow_error, unresolved_error)
-from policyrun.probes._kit.gitenv import READ_ONLY_ENV
+                                             resolve_commits, rev_param, shallow_error, unresolved_error)
 from policyrun.probes._kit.gitobjects import ObjectMissing, list_tree, locate_missing, object_missing, read_blobs
-from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-
-
-# --- probe kinds --------------------------------------------------------------------------------
-
-def _prop(type_: str | list[str], description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": type_, "description": description, **extra}
-
-
-PATH_PARAM = _prop("string", "Directory inside the repository (relative to the working directory).",
-                   default=".", minLength=1)
-
-
-def _params(required: list[str], **props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": {"path": PATH_PARAM, **props}, "required": required,
-            "additionalProperties": False}
-
-
-def _fact(description: str, **props: Any) -> dict[str, Any]:
-    return {"type": "object", "description": description, "properties": props}
-
-
-SHA = _prop("string", "Full 40-hex commit sha.")
-NULLABLE_SHA = _prop(["string", "null"], "Full sha, or null.")
-PATHS = _prop("array", "Repository-relative paths.", items={"type": "string"})
-
-
-class GitProbe:
-    """Shared behaviour: no side effects, open the repository, time-box the commands."""
-
-    kind = ""
-    summary = ""
-    params_schema: Mapping[str, Any] = {}
-    fact_schema: Mapping[str, Any] = {}
-
-    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
-        return frozenset()  # read-only by construction; see the module docstring
-
-    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
-        repo = open_repo(params.get("path", "."), ctx)
-        return repo.result(self.collect(repo, params))
-
-    def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
-        raise NotImplementedError
-
-
-class RepoProbe(GitProbe):
-    kind = "git.repo"
-    summary = "Repository state: branch, HEAD, dirty and untracked paths, upstream, worktree, shallow."
-    params_schema = _params([], untracked=_prop("string", "How to list untracked files: `normal` collapses "
-                                                          "untracked directories to `dir/`, `all` lists every file, "
-                                                          "`no` skips them.", enum=["normal", "all", "no"],
-                                                          default="normal"))
-    fact_schema = _fact(
-        "The repository as it is now.",
-        path=_prop("string", "Working tree top level (git directory when bare)."),
-        branch=_prop(["string", "null"], "Checked-out branch; null when detached."),
-        head=NULLABLE_SHA, detached=_prop("boolean", "HEAD is not on a branch."),
-        unborn=_prop("boolean", "The branch has no commit yet."),
-        upstream=_prop(["string", "null"], "Upstream branch, e.g. origin/main."),
-        ahead=_prop(["integer", "null"], "Commits ahead of upstream."),
-        behind=_prop(["integer", "null"], "Commits behind upstream."),
-        dirty=PATHS | {"description": "Tracked paths with staged or unstaged changes."},
-        staged=PATHS | {"description": "Paths with staged changes."},
-        conflicted=PATHS | {"description": "Unmerged paths."},
-        untracked=PATHS | {"description": "Untracked, not ignored paths."},
-        clean=_prop("boolean", "No dirty and no untracked paths."),
-        is_worktree=_prop("boolean", "A linked worktree (`git worktree add`), not the main one."),
-        bare=_prop("boolean", "A bare repository."), shallow=_prop("boolean", "A shallow clone."),
-        assume_unchanged=PATHS | {"description": "Index entries flagged assume-unchanged (their content on "
-                                                 "disk is compared by hash, not trusted)."},
-        skip_worktree=PATHS | {"description": "Index entries flagged skip-worktree (compared by hash when "
-                                              "present on disk; absent ones are a sparse checkout)."},
-        submodules=PATHS | {"description": "Populated submodules, each inspected as a repository of its own."},
-    )
-
-    def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
-        value: dict[str, Any] = {
-            "path": str(repo.root), "branch": None, "head": None, "detached": False, "unborn": False,
-            "upstream": None, "ahead": None, "behind": None, "dirty": [], "staged": [], "conflicted": [],
-            "untracked": [], "clean": True, "is_worktree": repo.is_linked_worktree, "bare": repo.bare,
-            "shallow": repo.shallow, "assume_unchanged": [], "skip_worktree": [], "submodules": [],
-        }
-        if repo.bare:
-            head = repo.head()
-            value.update(head=head, unborn=head is None, branch=_current_branch(repo))
-            value["detached"] = value["branch"] is None and head is not None
-            return value
-        _worktree_state(repo, params.get("untracked", "normal"), value, depth=0)
-        value["clean"] = not value["dirty"] and not value["untracked"]
-        return value
-
-
-MAX_SUBMODULE_DEPTH = 8
-
-
-def _worktree_state(repo: GitRepo, untracked: str, value: dict[str, Any], depth: int) -> None:
-    # --ignore-submodules=dirty: git compares each submodule's HEAD with the recorded commit but
-    # does not run `git status` inside it (that child would read the submodule's own
-    # configuration, whose filter drivers were not neutralised); policyrun inspects each
-    # populated submodule itself below. On the command line it also overrides a repository's
-    # `submodule.<name>.ignore = all`, which would hide even a moved submodule.
-    proc = repo.run(["status", "--porcelain=v2", "-z", "--branch", "--ignore-submodules=dirty",
-                     f"--untracked-files={untracked}"])
-    _parse_status(proc.stdout.decode("utf-8", "backslashreplace"), value)
-    entries = repo.run(["ls-files", "-z", "--stage", "-v", "--full-name"]).stdout
-    dirty = set(value["dirty"])
-    for record in entries.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw_path = record.partition(b"\t")
-        tag, mode, oid, _stage = meta.decode("ascii", "replace").split(" ")
-        path = display_path(raw_path)
-        if mode == "160000":
-            populated = _populated(repo, raw_path)
-            if populated and "submodules" in value:
-                value["submodules"].append(path)
-            if populated and depth < MAX_SUBMODULE_DEPTH and _submodule_changed(repo, raw_path, depth):
-                dirty.add(path)
-            continue
-        assume, skip = tag.islower(), tag.upper() == "S"
-        if not (assume or skip):
-            continue
-        value["assume_unchanged" if assume else "skip_worktree"].append(path)
-        if skip and not assume and not os.path.lexists(repo.root / os.fsdecode(raw_path)):
-            continue  # a sparse checkout leaves skip-worktree files out on purpose
-        if not _matches_index(repo, raw_path, mode, oid):
-            dirty.add(path)
-    value["dirty"] = sorted(dirty)
-
-
-def _populated(repo: GitRepo, raw_path: bytes) -> bool:
-    """Whether a submodule is checked out (a directory, not a link, holding a `.git`)."""
-    where = repo.root / os.fsdecode(raw_path)
-    return not os.path.islink(where) and os.path.isdir(where) and os.path.lexists(where / ".git")
-
-
-def _submodule_changed(repo: GitRepo, raw_path: bytes, depth: int) -> bool:
-    """Whether a populated submodule has changes or untracked files of its own (recursively)."""
-    where = repo.root / os.fsdecode(raw_path)
-    remaining = max(repo.deadline - time.monotonic(), 0.001)
-    sub = open_repo(str(where), ProbeContext(base_dir=repo.root, timeout_s=remaining,
-                                             env=_inherited(repo.env)))
-    sub.commands = repo.commands  # one provenance log for the whole probe
-    if sub.root != where.resolve():
-        return False  # the directory is not a repository of its own
-    value: dict[str, Any] = {"dirty": [], "staged": [], "conflicted": [], "untracked": [],
-                             "assume_unchanged": [], "skip_worktree": []}
-    _worktree_state(sub, "normal", value, depth + 1)
-    return bool(value["dirty"] or value["untracked"])
-
-
-def _inherited(env: Mapping[str, str]) -> dict[str, str]:
-    """What a nested repository's commands start from: our environment minus this repository's overrides."""
-    return {k: v for k, v in env.items() if not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
-            and k not in ("GIT_CONFIG_COUNT", "GIT_WORK_TREE") and k not in READ_ONLY_ENV}
-
-
-def _matches_index(repo: GitRepo, raw_path: bytes, mode: str, oid: str) -> bool:
-    """Whether the file on disk hashes to the blob the index records (no filter runs: raw bytes)."""
-    full = repo.root / os.fsdecode(raw_path)
-    try:
-        st = os.lstat(full)
-        if stat.S_ISLNK(st.st_mode):
-            if mode != "120000":
-                return False
-            data = os.fsencode(os.readlink(full))
-        elif stat.S_ISREG(st.st_mode) and mode in ("100644", "100755"):
-            return _blob_hash_of_file(repo, full, st.st_size) == oid
-        else:
-            return False
-    except OSError:
-        return False  # deleted, or unreadable: not provably unchanged
-    return _blob_hash(repo.object_format, data) == oid
-
-
-def _blob_hash(object_format: str, data: bytes) -> str:
-    h = hashlib.new("sha256" if object_format == "sha256" else "sha1")
-    h.update(b"blob %d\0" % len(data))
-    h.update(data)
-    return h.hexdigest()
-
-
-def _blob_hash_of_file(repo: GitRepo, full: Path, size: int) -> str | None:
-    h = hashlib.new("sha256" if repo.object_format == "sha256" else "sha1")
-    h.update(b"blob %d\0" % size)
-    read = 0
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(fd, "rb", closefd=True) as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        while chunk := f.read(1 << 20):
-            read += len(chunk)
-            h.update(chunk)
-            if time.monotonic() > repo.deadline:
-                raise repo.timeout(f"hashing {full}")
-    return h.hexdigest() if read == size else None
-
-
-def _current_branch(repo: GitRepo) -> str | None:
-    data = read_regular(repo.git_dir / "HEAD", 1 << 16)
-    if not isinstance(data, bytes):
-        return None
-    head = data.decode("utf-8", "backslashreplace").strip()
-    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
-
-
-def _parse_status(text: str, value: dict[str, Any]) -> None:
-    fields = iter(text.split("\0"))
-    for entry in fields:
-        if entry.startswith("# branch.oid "):
-            oid = entry[len("# branch.oid "):]
-            value["head"], value["unborn"] = (None, True) if oid == "(initial)" else (oid, False)
-        elif entry.startswith("# branch.head "):
-            name = entry[len("# branch.head "):]
-            value["branch"], value["detached"] = (None, True) if name == "(detached)" else (name, False)
-        elif entry.startswith("# branch.upstream "):
-            value["upstream"] = entry[len("# branch.upstream "):]
-        elif entry.startswith("# branch.ab "):
-            ahead, behind = entry[len("# branch.ab "):].split()
-            value["ahead"], value["behind"] = int(ahead), -int(behind)
-        elif entry.startswith(("1 ", "2 ")):
-            xy = entry[2:4]
-            path = entry.split(" ", 8 if entry[0] == "1" else 9)[-1]
-            if entry[0] == "2":
-                next(fields, None)  # the rename's original path
-            value["dirty"].append(path)
-            if xy[0] != ".":
-                value["staged"].append(path)
-        elif entry.startswith("u "):
-            path = entry.split(" ", 10)[-1]
-            value["dirty"].append(path)
-            value["conflicted"].append(path)
-        elif entry.startswith("? "):
-            value["untracked"].append(entry[2:])
+from policyrun.probes.base import ProbeError
+from policyrun.probes.repo.gitprobe import NULLABLE_SHA, PATHS, SHA, GitProbe, fact_object, prop, repo_params
 
 
 _REF_KINDS = (("refs/heads/", "branch"), ("refs/tags/", "tag"), ("refs/remotes/", "remote_branch"))
@@ -274,16 +36,16 @@ def _ref_kind(ref: str, full_name: str | None, obj: str) -> str:
 class ResolveProbe(GitProbe):
     kind = "git.resolve"
     summary = "A ref (branch, tag, sha, abbreviated sha, HEAD~n...) resolved to a full sha; tags peeled."
-    params_schema = _params(["ref"], ref=rev_param("Any revision git understands."))
-    fact_schema = _fact(
+    params_schema = repo_params(["ref"], ref=rev_param("Any revision git understands."))
+    fact_schema = fact_object(
         "The resolved ref.",
-        ref=_prop("string", "The ref as given."),
-        sha=_prop("string", "Full sha of the object the ref names, annotated tags peeled (usually a commit)."),
-        object=_prop("string", "Full sha before peeling (the tag object for an annotated tag)."),
-        kind=_prop("string", "How the ref was written.",
+        ref=prop("string", "The ref as given."),
+        sha=prop("string", "Full sha of the object the ref names, annotated tags peeled (usually a commit)."),
+        object=prop("string", "Full sha before peeling (the tag object for an annotated tag)."),
+        kind=prop("string", "How the ref was written.",
                    enum=["branch", "tag", "sha", "abbrev_sha", "remote_branch", "other"]),
-        annotated=_prop("boolean", "The ref is an annotated tag."),
-        full_name=_prop(["string", "null"], "Full ref name (refs/tags/v1), null for a sha."),
+        annotated=prop("boolean", "The ref is an annotated tag."),
+        full_name=prop(["string", "null"], "Full ref name (refs/tags/v1), null for a sha."),
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
@@ -307,19 +69,19 @@ class CommitsProbe(GitProbe):
     kind = "git.commits"
     summary = ("Several commit ids (full or abbreviated hex, as annotations and messages quote them) looked up "
                "at once; one the repository does not hold is reported, never an error.")
-    params_schema = _params(["shas"], shas=_prop("array", "Commit ids to look up (hex, 4 to 64 digits); "
+    params_schema = repo_params(["shas"], shas=prop("array", "Commit ids to look up (hex, 4 to 64 digits); "
                                                           "anything else is reported as not a commit id.",
                                                   items={"type": "string"}, maxItems=10000))
-    fact_schema = _fact(
+    fact_schema = fact_object(
         "Each id, found or not.",
-        commits=_prop("array", "One row per distinct id, in the order given: `{ref, found, sha, reason}`; "
+        commits=prop("array", "One row per distinct id, in the order given: `{ref, found, sha, reason}`; "
                       "`reason` is `missing`, `ambiguous` or `not_hex` when not found.",
                       items={"type": "object", "properties": {
                           "ref": {"type": "string"}, "found": {"type": "boolean"},
                           "sha": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]}}}),
-        by_ref=_prop("object", "id → full commit sha, or null when the repository does not hold it.",
+        by_ref=prop("object", "id → full commit sha, or null when the repository does not hold it.",
                      additionalProperties={"type": ["string", "null"]}),
-        unresolved=_prop("array", "The ids the repository does not hold (or not unambiguously).",
+        unresolved=prop("array", "The ids the repository does not hold (or not unambiguously).",
                          items={"type": "string"}),
     )
 
@@ -349,13 +111,13 @@ class CommitsProbe(GitProbe):
 class AncestryProbe(GitProbe):
     kind = "git.ancestry"
     summary = "Whether one commit is an ancestor of another, and their merge base."
-    params_schema = _params(["ancestor", "descendant"], ancestor=rev_param("The presumed ancestor."),
+    params_schema = repo_params(["ancestor", "descendant"], ancestor=rev_param("The presumed ancestor."),
                             descendant=rev_param("The presumed descendant."))
-    fact_schema = _fact(
+    fact_schema = fact_object(
         "Ancestry between two commits.",
-        ancestor=_prop("string", "As given."), descendant=_prop("string", "As given."),
+        ancestor=prop("string", "As given."), descendant=prop("string", "As given."),
         ancestor_sha=SHA, descendant_sha=SHA,
-        is_ancestor=_prop("boolean", "`ancestor` is reachable from `descendant` (a commit is its own ancestor)."),
+        is_ancestor=prop("boolean", "`ancestor` is reachable from `descendant` (a commit is its own ancestor)."),
         merge_base=NULLABLE_SHA, merge_bases=PATHS | {"description": "Every best common ancestor (criss-cross)."},
     )
 
@@ -372,7 +134,7 @@ class AncestryProbe(GitProbe):
                 "merge_bases": bases}
 
 
-_DIFF_FILE = {"type": "object", "properties": {
+DIFF_FILE = {"type": "object", "properties": {
     "status": {"enum": ["A", "M", "D", "R", "C", "T", "U", "X"]}, "path": {"type": "string"},
     "old_path": {"type": ["string", "null"]}, "similarity": {"type": ["integer", "null"]},
     "added": {"type": ["integer", "null"], "description": "Lines added; null for a binary file."},
@@ -382,24 +144,24 @@ _DIFF_FILE = {"type": "object", "properties": {
 class DiffProbe(GitProbe):
     kind = "git.diff"
     summary = "Rename-aware changes between two revisions, with per-file line counts."
-    params_schema = _params(
+    params_schema = repo_params(
         ["base", "head"], base=rev_param("Old side."), head=rev_param("New side."),
-        from_merge_base=_prop("boolean", "Diff from the merge base of base and head (`base...head`).",
+        from_merge_base=prop("boolean", "Diff from the merge base of base and head (`base...head`).",
                               default=False),
-        paths=_prop("array", "Limit to these pathspecs (repository-relative).", items={"type": "string"}),
-        find_copies=_prop("boolean", "Also detect copies (-C).", default=False),
-        rename_limit=_prop("integer", "git's diff.renameLimit for this diff (0: no limit).", minimum=0),
+        paths=prop("array", "Limit to these pathspecs (repository-relative).", items={"type": "string"}),
+        find_copies=prop("boolean", "Also detect copies (-C).", default=False),
+        rename_limit=prop("integer", "git's diff.renameLimit for this diff (0: no limit).", minimum=0),
     )
-    fact_schema = _fact(
+    fact_schema = fact_object(
         "Changes from base to head.",
-        base=_prop("string", "As given."), head=_prop("string", "As given."), base_sha=SHA, head_sha=SHA,
-        files=_prop("array", "One entry per changed file, in git's order.", items=_DIFF_FILE),
-        totals=_prop("object", "files, added, deleted (lines), added_files, deleted_files, modified_files, "
+        base=prop("string", "As given."), head=prop("string", "As given."), base_sha=SHA, head_sha=SHA,
+        files=prop("array", "One entry per changed file, in git's order.", items=DIFF_FILE),
+        totals=prop("object", "files, added, deleted (lines), added_files, deleted_files, modified_files, "
                                "renamed, copied, type_changed, binary_files."),
         changed_paths=PATHS | {"description": "Every path touched, on either side of a rename, sorted."},
         added_paths=PATHS, deleted_paths=PATHS, modified_paths=PATHS,
-        renamed=_prop("object", "Old path → new path.", additionalProperties={"type": "string"}),
-        renames_complete=_prop("boolean", "False when git skipped inexact rename detection (too many files)."),
+        renamed=prop("object", "Old path → new path.", additionalProperties={"type": "string"}),
+        renames_complete=prop("boolean", "False when git skipped inexact rename detection (too many files)."),
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
@@ -489,17 +251,17 @@ _LOG_FORMAT = "%H%x1f%s%x1f%an%x1f%ae%x1f%aI"
 class LogProbe(GitProbe):
     kind = "git.log"
     summary = "First-parent commits reachable from head and not from base (`git log --first-parent base..head`)."
-    params_schema = _params(["head"], base=rev_param("Exclude commits reachable from this revision."),
+    params_schema = repo_params(["head"], base=rev_param("Exclude commits reachable from this revision."),
                             head=rev_param("Newest revision."),
-                            max_count=_prop("integer", "At most this many commits.", minimum=1))
-    fact_schema = _fact(
+                            max_count=prop("integer", "At most this many commits.", minimum=1))
+    fact_schema = fact_object(
         "First-parent history, newest first.",
-        base=_prop(["string", "null"], "As given."), head=_prop("string", "As given."),
+        base=prop(["string", "null"], "As given."), head=prop("string", "As given."),
         base_sha=NULLABLE_SHA, head_sha=SHA,
-        commits=_prop("array", "Commits, newest first.", items={"type": "object", "properties": {
+        commits=prop("array", "Commits, newest first.", items={"type": "object", "properties": {
             "sha": {"type": "string"}, "subject": {"type": "string"}, "author": {"type": "string"},
             "email": {"type": "string"}, "date": {"type": "string", "description": "Author date, ISO 8601."}}}),
-        count=_prop("integer", "Number of commits."),
+        count=prop("integer", "Number of commits."),
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
@@ -526,16 +288,16 @@ class LogProbe(GitProbe):
 class ShowProbe(GitProbe):
     kind = "git.show"
     summary = "A file's content at a revision (`git cat-file`), without checking anything out."
-    params_schema = _params(["file"], rev=rev_param("Revision to read from.") | {"default": "HEAD"},
-                            file=_prop("string", "Path from the repository root.", minLength=1,
+    params_schema = repo_params(["file"], rev=rev_param("Revision to read from.") | {"default": "HEAD"},
+                            file=prop("string", "Path from the repository root.", minLength=1,
                                        pattern=r"^[^\n]+$"),
-                            max_bytes=_prop("integer", "Refuse larger files.", minimum=1, default=1048576))
-    fact_schema = _fact(
+                            max_bytes=prop("integer", "Refuse larger files.", minimum=1, default=1048576))
+    fact_schema = fact_object(
         "The file at the revision.",
-        rev=_prop("string", "As given."), commit=SHA, file=_prop("string", "As given."),
-        blob=_prop("string", "Blob sha."), size=_prop("integer", "Bytes."),
-        binary=_prop("boolean", "Not UTF-8 text; content is null."),
-        content=_prop(["string", "null"], "UTF-8 text."), sha256=_prop("string", "Of the bytes."),
+        rev=prop("string", "As given."), commit=SHA, file=prop("string", "As given."),
+        blob=prop("string", "Blob sha."), size=prop("integer", "Bytes."),
+        binary=prop("boolean", "Not UTF-8 text; content is null."),
+        content=prop(["string", "null"], "UTF-8 text."), sha256=prop("string", "Of the bytes."),
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
@@ -574,7 +336,7 @@ class ShowProbe(GitProbe):
 class WorktreesProbe(GitProbe):
     kind = "git.worktrees"
     summary = "Every worktree of the repository (main first): path, HEAD, branch."
-    params_schema = _params([])
+    params_schema = repo_params([])
     fact_schema = {"type": "array", "description": "One entry per worktree, the main one first.",
                    "items": {"type": "object", "properties": {
                        "path": {"type": "string"}, "head": {"type": ["string", "null"]},
@@ -598,5 +360,4 @@ class WorktreesProbe(GitProbe):
         return out
 
 
-PROBES: list[Any] = [RepoProbe(), ResolveProbe(), CommitsProbe(), AncestryProbe(), DiffProbe(), LogProbe(), ShowProbe(),
-                     WorktreesProbe()]
+PROBES: list[Any] = [ResolveProbe(), CommitsProbe(), AncestryProbe(), DiffProbe(), LogProbe(), ShowProbe(), WorktreesProbe()]

@@ -18,19 +18,20 @@ from typing import Any
 
 from policyrun.probes._kit.bounded import display_path
 from policyrun.probes._kit.gitclient import GitRepo, resolve_commits, rev_param
-from policyrun.probes.repo.git import (_DIFF_FILE, PATHS, SHA, GitProbe, _fact, _matches_index, _params, _prop,
-                                      summarise_diff)
+from policyrun.probes.repo.git import DIFF_FILE, summarise_diff
+from policyrun.probes.repo.gitprobe import PATHS, SHA, GitProbe, fact_object, prop, repo_params
+from policyrun.probes.repo.gitstate import matches_index
 
 _NULL_SHA = "0" * 40
 _DIFF_ARGS = ["-z", "--no-abbrev", "--no-ext-diff", "--no-textconv", "--no-color"]
 
-_SIDE = _prop("object", "One side of the change, in the same shape as the top level: files, totals, changed_paths, "
+_SIDE = prop("object", "One side of the change, in the same shape as the top level: files, totals, changed_paths, "
                         "added_paths, deleted_paths, modified_paths, renamed.",
-              properties={"files": _prop("array", "Changed files.", items=_DIFF_FILE),
-                          "totals": _prop("object", "As git.diff's totals."),
+              properties={"files": prop("array", "Changed files.", items=DIFF_FILE),
+                          "totals": prop("object", "As git.diff's totals."),
                           "changed_paths": PATHS, "added_paths": PATHS, "deleted_paths": PATHS,
                           "modified_paths": PATHS,
-                          "renamed": _prop("object", "Old path → new path.",
+                          "renamed": prop("object", "Old path → new path.",
                                            additionalProperties={"type": "string"})})
 
 
@@ -83,7 +84,7 @@ def _flagged_changes(repo: GitRepo, paths: list[str]) -> list[dict[str, Any]]:
             continue
         if skip and not assume and not os.path.lexists(repo.root / os.fsdecode(raw_path)):
             continue
-        if not _matches_index(repo, raw_path, mode, oid):
+        if not matches_index(repo, raw_path, mode, oid):
             out.append({"status": "M", "path": display_path(raw_path), "old_path": None, "similarity": None,
                         "added": None, "deleted": None, "binary": False})
     return out
@@ -104,7 +105,7 @@ def _diff(repo: GitRepo, args: list[str], paths: list[str]) -> tuple[list[dict[s
         e.update(added=added, deleted=deleted, binary=added is None)
         stat_only = e["status"] == "M" and e["dst_sha"] == _NULL_SHA and e["src_mode"] == e["dst_mode"]
         # A name shown with escapes (`\\xNN`: not UTF-8) is not mapped back to bytes: it stays a change.
-        if stat_only and (e["path"] not in stats or ("\\" not in e["path"] and _matches_index(
+        if stat_only and (e["path"] not in stats or ("\\" not in e["path"] and matches_index(
                 repo, e["path"].encode("utf-8"), e["src_mode"], e["src_sha"]))):
             continue
         kept.append(e)
@@ -117,25 +118,25 @@ class WorktreeDiffProbe(GitProbe):
     kind = "git.worktree_diff"
     summary = ("Uncommitted changes: base (default HEAD) to the working tree, staged and unstaged apart, with line "
                "counts and renames; untracked files listed. Never writes the index.")
-    params_schema = _params(
+    params_schema = repo_params(
         [], base=rev_param("The revision to compare the working tree with.") | {"default": "HEAD"},
-        paths=_prop("array", "Limit to these pathspecs (repository-relative).", items={"type": "string"}),
-        untracked=_prop("boolean", "List untracked (not ignored) files.", default=True),
-        rename_limit=_prop("integer", "git's diff.renameLimit for this diff (0: no limit).", minimum=0),
+        paths=prop("array", "Limit to these pathspecs (repository-relative).", items={"type": "string"}),
+        untracked=prop("boolean", "List untracked (not ignored) files.", default=True),
+        rename_limit=prop("integer", "git's diff.renameLimit for this diff (0: no limit).", minimum=0),
     )
-    fact_schema = _fact(
+    fact_schema = fact_object(
         "Changes from base to the working tree.",
-        base=_prop("string", "As given."), base_sha=SHA,
-        files=_prop("array", "Every change from base to the files on disk, in git's order.", items=_DIFF_FILE),
-        totals=_prop("object", "As git.diff's totals."),
+        base=prop("string", "As given."), base_sha=SHA,
+        files=prop("array", "Every change from base to the files on disk, in git's order.", items=DIFF_FILE),
+        totals=prop("object", "As git.diff's totals."),
         changed_paths=PATHS | {"description": "Every path touched, on either side of a rename, sorted."},
         added_paths=PATHS, deleted_paths=PATHS, modified_paths=PATHS,
-        renamed=_prop("object", "Old path → new path.", additionalProperties={"type": "string"}),
-        renames_complete=_prop("boolean", "False when git skipped inexact rename detection (too many files)."),
+        renamed=prop("object", "Old path → new path.", additionalProperties={"type": "string"}),
+        renames_complete=prop("boolean", "False when git skipped inexact rename detection (too many files)."),
         staged=_SIDE | {"description": "base → index: what `git commit` would record."},
         unstaged=_SIDE | {"description": "index → working tree: changes not staged."},
         untracked=PATHS | {"description": "Untracked, not ignored files (each file, not collapsed to folders)."},
-        clean=_prop("boolean", "No change from base and no untracked file."),
+        clean=prop("boolean", "No change from base and no untracked file."),
     )
 
     def collect(self, repo: GitRepo, params: Mapping[str, Any]) -> Any:
