@@ -38,7 +38,7 @@ from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoStat
 from policyrun.model import Rulebook  # noqa: E402
 from policyrun.probes import registry  # noqa: E402
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError  # noqa: E402
-from policyrun.probes.pysession import Interpreters  # noqa: E402
+from policyrun.probes.python.session import Interpreters  # noqa: E402
 
 
 def _now() -> str:

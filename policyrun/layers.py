@@ -17,9 +17,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "policyrun.jsonfile", "policyrun.yamlsource", "policyrun.model", "policyrun.globs",
                     "policyrun.masking", "policyrun.gcpause", "policyrun.didyoumean", "policyrun.safetext",
                     "policyrun.outfiles", "policyrun.layers")),
-    # Probes (facts about repositories, hosts and GPUs) and the snapshot they fill.
+    # What every probe family shares: the probe contract, the git client, bounded files and
+    # children, line scanning, path filters (policyrun/probes/_kit/).
+    ("probe kit", ("policyrun.probes.base", "policyrun.probes._kit", "policyrun.probes._kit.*")),
+    # The probe families, side by side (tests/test_import_graph.py: no family imports another's
+    # private names, and a public import across families is listed there on purpose).
+    ("probe families", ("policyrun.probes.const", "policyrun.probes.repo", "policyrun.probes.repo.*",
+                        "policyrun.probes.python", "policyrun.probes.python.*", "policyrun.probes.host",
+                        "policyrun.probes.host.*", "policyrun.probes.gpu", "policyrun.probes.gpu.*",
+                        "policyrun.probes.results", "policyrun.probes.results.*")),
+    # The one list of probe kinds (which knows every family), lint's table of their schemas, and
+    # the snapshot probes fill.
     ("facts", ("policyrun.facts", "policyrun.evidencekinds", "policyrun.hosts", "policyrun.probes",
-               "policyrun.probes.*")),
+               "policyrun.probes.registry", "policyrun.probes.declared")),
     # The rulebook language and the files written in it: load, overlay, CEL and its functions and
     # the guard its expressions run under, report templates, inputs, waivers and test files, static
     # checks, lint (which runs expressions and compiles templates, so both sit here rather than

@@ -141,7 +141,7 @@ def index_text(trace: Any, folder: Path) -> str | None:
 
 def _read(folder_fd: int, name: str, max_bytes: int | None = None) -> bytes | None:
     """A file's bytes from the values folder (a regular file, no symbolic link followed), or None."""
-    from policyrun.probes.bounded import read_beneath
+    from policyrun.probes._kit.bounded import read_beneath
 
     try:
         data = read_beneath(folder_fd, name.encode(), limits.TRACE_VALUES_BYTES if max_bytes is None else max_bytes)

@@ -600,7 +600,7 @@ def gpu_fact(count: int = 2, processes: list[dict[str, Any]] | None = None) -> d
     from tests.fakes import fake_pynvml as fake
 
     from policyrun.probes.base import ProbeContext
-    from policyrun.probes.gpu import PROBES as GPU_PROBES
+    from policyrun.probes.gpu.nvml import PROBES as GPU_PROBES
 
     module = fake.make_module(fake.hgx_h200(count))
     saved = sys.modules.get("pynvml")

@@ -13,7 +13,7 @@ import pytest
 from policyrun import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.claims import ClaimsProbe, parse_blocks
+from policyrun.probes.repo.claims import ClaimsProbe, parse_blocks
 from tests.claimconventions import vllm_claims
 from tests.gitfixtures import init_repo, snapshot
 
@@ -232,7 +232,7 @@ def test_registered_and_read_from_cel(docs: Path) -> None:
 def test_the_defaults_know_no_product(tmp_path: Path) -> None:
     # The engine ships no plugin's vocabulary: the subject is required, and nothing in the defaults
     # names vLLM, its other products or its backends (the flagship's vars hold those).
-    from policyrun.probes.claims import PARAMS_SCHEMA
+    from policyrun.probes.repo.claims import PARAMS_SCHEMA
 
     assert "subject" in PARAMS_SCHEMA["required"]
     defaults = repr({k: v.get("default") for k, v in PARAMS_SCHEMA["properties"].items()}).lower()

@@ -19,7 +19,7 @@ from policyrun.functions.base import FunctionError
 from policyrun.functions.paths import glob_match
 from policyrun.globs import GlobError, anchored_source, gitignore_source
 from policyrun.probes.base import ProbeError
-from policyrun.probes.search import PathFilter
+from policyrun.probes._kit.paths import PathFilter
 
 CASES: list[tuple[str, str]] = [
     # a name without '/': any depth, and a matching directory covers what is below it

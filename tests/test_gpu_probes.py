@@ -12,7 +12,7 @@ import pytest
 
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.gpu import GpuNvmlProbe
+from policyrun.probes.gpu.nvml import GpuNvmlProbe
 from tests.fakes import fake_pynvml as fake
 
 

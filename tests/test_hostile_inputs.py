@@ -365,7 +365,7 @@ def _bomb(levels: int, width: int = 11) -> str:
 
 def test_alias_bomb_in_a_results_file_is_refused(tmp_path: Path) -> None:
     from policyrun.probes.base import ProbeContext, ProbeError
-    from policyrun.probes.results import ResultsProbe
+    from policyrun.probes.results.resultsfile import ResultsProbe
 
     (tmp_path / "bench.yaml").write_text(_bomb(6))
     started = time.monotonic()
@@ -387,7 +387,7 @@ def test_alias_bomb_in_report_context_is_refused(tmp_path: Path, capsys: pytest.
 
 def test_results_file_nested_too_deep_is_refused(tmp_path: Path) -> None:
     from policyrun.probes.base import ProbeContext, ProbeError
-    from policyrun.probes.results import ResultsProbe
+    from policyrun.probes.results.resultsfile import ResultsProbe
 
     (tmp_path / "deep.json").write_text('{"a": ' + "[" * 300 + "]" * 300 + "}")
     with pytest.raises(ProbeError) as err:

@@ -24,9 +24,9 @@ import pytest
 from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.python_stack import PythonStackProbe
+from policyrun.probes.python.stack import PythonStackProbe
 from policyrun.probes.registry import get
-from policyrun.probes.toolchain import ToolchainProbe
+from policyrun.probes.host.toolchain import ToolchainProbe
 from tests.fakes import stack_site
 from tests.gitfixtures import BASE_ENV, GitRepo, git_dir_files, init_repo
 

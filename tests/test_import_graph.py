@@ -128,6 +128,70 @@ def test_no_cycles(graph: dict[str, set[str]]) -> None:
     assert cycles == []
 
 
+# Probe families (policyrun/probes/<family>/) import the kit below them (policyrun.probes._kit,
+# policyrun.probes.base) and their own family. A public import from another family is allowed
+# only when listed here, with its reason; a private one (a `_name`, or a `_module`) never.
+FAMILIES = ("repo", "python", "host", "gpu", "results")
+ACROSS_FAMILIES = {
+    # pins.constant reads a module's constant from a Python tree at a revision, as python.* do.
+    ("policyrun.probes.repo.pins", "policyrun.probes.python.source"),
+}
+
+
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["policyrun", "probes"] and parts[2] in FAMILIES else None
+
+
+def imported_names(path: Path) -> Iterator[tuple[str, str]]:
+    """(module, name) for every `from policyrun... import name` and `import policyrun...` that runs."""
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                yield node.module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, ""
+
+
+def across_families(modules: dict[str, Path]) -> list[str]:
+    wrong = []
+    for module, path in sorted(modules.items()):
+        home = family_of(module)
+        if home is None:
+            continue
+        for target, name in imported_names(path):
+            if f"{target}.{name}" in modules:  # `from policyrun.probes.python import source`
+                target, name = f"{target}.{name}", ""
+            other = family_of(target)
+            if other is None or other == home:
+                continue
+            private = any(part.startswith("_") for part in [*target.split(".")[3:], name])
+            if private or (module, target) not in ACROSS_FAMILIES:
+                wrong.append(f"{module} imports {target}{' ' + name if name else ''}")
+    return sorted(wrong)
+
+
+def test_probe_families_import_the_kit_not_each_other() -> None:
+    assert across_families(module_files()) == []
+
+
+def test_the_family_check_sees_a_private_import_across_families(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("from policyrun.probes.repo.git import _prop\nfrom policyrun.probes.python import source\n"
+                    "from policyrun.probes.host.system import listening\nfrom policyrun.probes._kit.bounded import kill\n"
+                    "def f():\n    from policyrun.probes.repo.pins import _reader\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    modules = {m: empty for m in ("policyrun.probes.repo.git", "policyrun.probes.python.source",
+                                   "policyrun.probes.host.system", "policyrun.probes._kit.bounded",
+                                   "policyrun.probes.repo.pins")}
+    modules["policyrun.probes.python.x"] = path
+    assert across_families(modules) == ["policyrun.probes.python.x imports policyrun.probes.host.system listening",
+                                        "policyrun.probes.python.x imports policyrun.probes.repo.git _prop",
+                                        "policyrun.probes.python.x imports policyrun.probes.repo.pins _reader"]
+
+
 def test_the_checker_sees_a_wrong_way_import_and_a_cycle(tmp_path: Path) -> None:
     # The three tests above are only as good as imports_of: it must see lazy imports, relative
     # imports and `from package import submodule`, and skip TYPE_CHECKING blocks.

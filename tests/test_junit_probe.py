@@ -18,8 +18,8 @@ import pytest
 from policyrun import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.junit import TEXT_CAP, JunitProbe
-from policyrun.probes.results import ResultsProbe
+from policyrun.probes.results.junit import TEXT_CAP, JunitProbe
+from policyrun.probes.results.resultsfile import ResultsProbe
 
 DATA = Path(__file__).parent / "data" / "junit"
 

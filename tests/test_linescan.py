@@ -8,7 +8,7 @@ import random
 import pytest
 import re2
 
-from policyrun.probes.linescan import LineScan
+from policyrun.probes._kit.linescan import LineScan
 
 PIECES = ["^", "$", "#", "a", "b", "é", r"\s*", r"\s", ".", ".*", "[^a]", "[^a]*", r"\b", r"\B", r"\w+", r"\W",
           "(?i)A", "x?", "(a|b)+", "(?:#+)", r"\d", "[[:space:]]", r"\pL", "(?s:.)", "", r"\t", "(?U)a+"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,28 @@ def test_cold_lint_imports_no_evaluation_templates_or_probe_implementations(tmp_
 def test_declarations_table_is_current() -> None:
     assert declared.TABLE.read_text(encoding="utf-8") == declared.table_text(), \
         "policyrun/probes/declarations.json drifted from the probes: run `python -m policyrun.schemas`"
+
+
+def test_every_probe_source_is_in_the_fingerprint(tmp_path: Path) -> None:
+    # The table is trusted while its fingerprint matches the sources: an edit to any probe module,
+    # in whichever family folder it sits, must change the fingerprint (globbing only the top
+    # folder once missed every file of the families).
+    package = Path(declared.__file__).parent
+    copy = tmp_path / "policyrun" / "probes"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(package.parent / "limits.py", copy.parent / "limits.py")
+    sources = sorted(copy.rglob("*.py"))
+    assert {p.parent.name for p in sources} >= {"probes", "_kit", "repo", "python", "host", "gpu", "results"}
+    before = declared.fingerprint(copy)
+    assert before == declared.fingerprint()
+    missed = []
+    for path in [*sources, copy.parent / "limits.py"]:
+        text = path.read_bytes()
+        path.write_bytes(text + b"# edited\n")
+        if declared.fingerprint(copy) == before:
+            missed.append(str(path.relative_to(tmp_path)))
+        path.write_bytes(text)
+    assert missed == []
 
 
 def test_table_matches_the_registry() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from policyrun import expr
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.markers import MarkersProbe
+from policyrun.probes.python.markers import MarkersProbe
 from tests.gitfixtures import init_repo, snapshot
 
 PATCHED = '''"""Patches for the engine.
@@ -254,7 +254,7 @@ def test_unreadable_files_fail_closed_and_links_are_listed(tmp_path: Path) -> No
     import os
 
     from policyrun.probes.base import ProbeContext, ProbeError
-    from policyrun.probes.markers import MarkersProbe
+    from policyrun.probes.python.markers import MarkersProbe
 
     root = tmp_path / "tree"
     root.mkdir()

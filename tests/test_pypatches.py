@@ -225,7 +225,7 @@ def test_no_syntax_tree_outlives_the_probe_with_the_cyclic_collector_off(plugin:
     import ast
     import gc
 
-    from policyrun.probes import pysource
+    from policyrun.probes.python import source as pysource
 
     monkeypatch.setattr(pysource, "AST_MEMO_BYTES", 1)  # the parse memo keeps one tree at most
     for rel in PLUGIN:

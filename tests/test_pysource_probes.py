@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from policyrun.probes.base import ProbeError
-from policyrun.probes.pyresolve import MAX_HOPS
+from policyrun.probes.python.resolve import MAX_HOPS
 from policyrun.probes.registry import get
 from tests.gitfixtures import GitRepo, init_repo, run_probe, snapshot
 
@@ -302,7 +302,7 @@ def test_type_checking_combined_with_and(tmp_path: Path) -> None:
 def test_symlinks_fifos_and_oversize_files_are_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from policyrun.probes import pysource
+    from policyrun.probes.python import source as pysource
 
     repo = init_repo(tmp_path / "r")
     repo.write("small.py", "import fine\n")
@@ -787,7 +787,7 @@ def test_facts_read_by_a_rulebook(plugin: GitRepo, upstream: GitRepo, tmp_path: 
 def test_memo_computes_once_for_probes_asking_at_the_same_time() -> None:
     import threading
 
-    from policyrun.probes.pysource import memo
+    from policyrun.probes.python.source import memo
 
     calls: list[int] = []
     release = threading.Event()
@@ -813,7 +813,7 @@ def test_memo_computes_once_for_probes_asking_at_the_same_time() -> None:
 
 
 def test_memo_recomputes_when_the_first_computation_fails() -> None:
-    from policyrun.probes.pysource import memo
+    from policyrun.probes.python.source import memo
 
     data = b"y = 2  # test_memo_recomputes\n"
 
@@ -829,7 +829,7 @@ def test_memo_recomputes_when_the_first_computation_fails() -> None:
 
 def _helper_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Force the helper on for the small fixture and count the helpers started."""
-    from policyrun.probes import parsepool, pyresolve
+    from policyrun.probes.python import parsepool, resolve as pyresolve
 
     started: list[int] = []
     real = parsepool.SummaryHelper.__init__
@@ -847,7 +847,7 @@ def _helper_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _answers_first(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make resolution wait until the helper has answered everything (or died); the keys it used."""
-    from policyrun.probes import parsepool
+    from policyrun.probes.python import parsepool
 
     used: list[str] = []
     real_get = parsepool.SummaryHelper.get
@@ -894,7 +894,7 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     import io
     import pickle
 
-    from policyrun.probes.parseworker import serve
+    from policyrun.probes.python.parseworker import serve
 
     jobs = [(b"from .b import X\ndef f(a, b=1): pass\n", "up/a.py", "up.a", "up"),
             (b"def broken(:\n", "up/c.py", "up.c", "up")]
@@ -905,7 +905,7 @@ def test_helper_summaries_carry_parse_errors_and_no_syntax_trees() -> None:
     assert sorted(answers) == [0, 1]
     good, bad = answers[0], answers[1]
     assert good.syntax() is None and good.error is None and good.source == b""  # no tree, no bytes back
-    from policyrun.probes import pysource
+    from policyrun.probes.python import source as pysource
     # the helper parses each file once and keeps no tree in its memo
     assert (pysource.content_digest(jobs[0][0]), "up/a.py") not in pysource._MEMO.get("ast", {})
     assert good.bindings["X"].source == "up.b" and good.node(good.bindings["X"]) is None
@@ -935,7 +935,7 @@ def test_the_helper_imports_nothing_from_the_inspected_repository(
 
 
 def test_memo_is_bounded_by_source_bytes_least_recently_used_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyrun.probes import pysource
+    from policyrun.probes.python import source as pysource
 
     monkeypatch.setattr(pysource, "_MEMO", {})
     monkeypatch.setattr(pysource, "_memo_bytes", {})
@@ -960,7 +960,7 @@ def test_a_helper_that_never_answers_is_not_waited_for(tmp_path: Path) -> None:
     import threading
     import time
 
-    from policyrun.probes import parsepool
+    from policyrun.probes.python import parsepool
 
     helper = parsepool.SummaryHelper.__new__(parsepool.SummaryHelper)  # no process: answers nothing
     helper.index, helper.results = {"a": 0, "b": 1}, {}
@@ -1022,8 +1022,8 @@ def test_module_summaries_hold_no_syntax_tree_and_give_nodes_again(monkeypatch: 
     # source) kept 133 MB of trees alive through the real planning audit. Nodes come back on demand.
     import ast
 
-    from policyrun.probes import pysource
-    from policyrun.probes.pyresolve import ModuleInfo, module_info
+    from policyrun.probes.python import source as pysource
+    from policyrun.probes.python.resolve import ModuleInfo, module_info
 
     source = b"import os\n\nclass Engine:\n    def step(self, batch):\n        return batch\n\nif os:\n    X = 1\n"
     parsed = pysource.parse_source(source, "up/core.py")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,10 @@ import pytest
 from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.pysession import Interpreters
-from policyrun.probes.python_modules import PythonModulesProbe
-from policyrun.probes.python_stack import PythonStackProbe
+from policyrun.probes.python import session
+from policyrun.probes.python.session import Interpreters
+from policyrun.probes.python.modules import PythonModulesProbe
+from policyrun.probes.python.stack import PythonStackProbe
 from tests.fakes import stack_site
 
 
@@ -185,3 +188,19 @@ def test_a_module_not_installed_keeps_the_child(tmp_path: Path) -> None:
         shared.close()
     assert modules["missing"] == ["flash_attn", "torch.nope"] and stack["torch"]["version"] == "2.7.1+cu128"
     assert _starts(count) == 1
+
+
+def test_every_child_script_runs_from_the_folder_its_probes_read_it_from(tmp_path: Path) -> None:
+    # The scripts are read as package resources beside policyrun/probes/python/session.py and run
+    # with `-c`; one moved without its loader (or a new one never loaded) fails here, not in a
+    # target interpreter. The label facts show stays the name it had before the families.
+    folder = Path(session.__file__).parent
+    on_disk = sorted(p.name for p in folder.glob("_*_script.py"))
+    assert on_disk == ["_modules_script.py", "_record_script.py", "_session_script.py", "_stack_script.py"]
+    for name in on_disk:
+        assert session.script_text(name) == (folder / name).read_text(encoding="utf-8")
+        assert session.script_label(name) == f"policyrun/probes/{name}"
+    proc = subprocess.run([sys.executable, "-I", "-B", "-c", session.script_text("_modules_script.py"),
+                           '{"modules": ["json"], "budget_s": 30}'], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert '"importable": true' in proc.stdout

@@ -22,13 +22,13 @@ from policyrun.cli import main
 from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.disk import DiskProbe
-from policyrun.probes.dockercli import DockerProbe
-from policyrun.probes.httpfetch import is_loopback
-from policyrun.probes.netports import NetPortsProbe
-from policyrun.probes.pyindex import PythonIndexProbe, index_url
+from policyrun.probes.host.disk import DiskProbe
+from policyrun.probes.host.dockercli import DockerProbe
+from policyrun.probes._kit.httpfetch import is_loopback
+from policyrun.probes.host.netports import NetPortsProbe
+from policyrun.probes.python.index import PythonIndexProbe, index_url
 from policyrun.probes.registry import get
-from policyrun.probes.webhttp import HttpProbe
+from policyrun.probes.host.webhttp import HttpProbe
 
 DOCKER_DATA = Path(__file__).parent / "data" / "docker"
 

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from policyrun import expr
-from policyrun.probes import registry, toolchain
+from policyrun.probes import registry
+from policyrun.probes.host import toolchain
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.masking import mask_value
-from policyrun.probes.python_stack import PythonStackProbe, masked_env, stack_script
-from policyrun.probes.toolchain import ToolchainProbe, parse_cc, parse_nvcc
+from policyrun.probes.python.stack import PythonStackProbe, masked_env, stack_script
+from policyrun.probes.host.toolchain import ToolchainProbe, parse_cc, parse_nvcc
 from tests.fakes import stack_site
 
 FAKES = Path(__file__).parent / "fakes"
@@ -70,7 +71,7 @@ def test_registered_and_side_effects() -> None:
 
 def test_script_is_python39_syntax_and_not_run_on_import() -> None:
     ast.parse(stack_script(), feature_version=(3, 9))
-    import policyrun.probes._stack_script  # noqa: F401 - importing must not run it (it rewires fd 1)
+    import policyrun.probes.python._stack_script  # noqa: F401 - importing must not run it (it rewires fd 1)
 
 
 def test_current_interpreter(tmp_path: Path) -> None:

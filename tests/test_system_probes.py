@@ -14,7 +14,7 @@ import pytest
 
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.system import PortsProbe, ProcessesProbe, ShmProbe
+from policyrun.probes.host.system import PortsProbe, ProcessesProbe, ShmProbe
 
 TCP_HEADER = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
               "inode\n")

@@ -13,7 +13,7 @@ import pytest
 from gitfixtures import init_repo, run_probe, snapshot
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeError
-from policyrun.probes.testinventory import TestInventoryProbe
+from policyrun.probes.repo.testinventory import TestInventoryProbe
 
 NPU_MODULE = '''"""NPU connector tests."""
 import sys

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.workflows import WorkflowsProbe, classify
+from policyrun.probes.repo.workflows import WorkflowsProbe, classify
 from tests.gitfixtures import init_repo, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent

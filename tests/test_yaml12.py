@@ -13,8 +13,8 @@ import pytest
 
 from policyrun.errors import RulebookError
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.files import ReadProbe
-from policyrun.probes.results import ResultsProbe
+from policyrun.probes.repo.files import ReadProbe
+from policyrun.probes.results.resultsfile import ResultsProbe
 from policyrun.yamlsource import load_yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_results_files_are_data_too(tmp_path: Path) -> None:
 
 
 def test_attestations_are_data_too(tmp_path: Path) -> None:
-    from policyrun.probes.files import AttestationProbe
+    from policyrun.probes.repo.files import AttestationProbe
 
     (tmp_path / "review.yaml").write_text("approved: yes\non: 2026-12-01\n")
     schema = {"type": "object", "required": ["approved", "on"],

@@ -79,7 +79,7 @@ def resolve_schema(rb: LoadedRulebook, name: str) -> dict[str, Any]:
     """The JSON Schema declared as `name` (a file path is read relative to the rulebook)."""
     from policyrun.errors import UsageError
     from policyrun.probes.base import ProbeError
-    from policyrun.probes.files import load_schema
+    from policyrun.probes.repo.files import load_schema
 
     if name not in rb.model.schemas:
         declared = ", ".join(rb.model.schemas) or "none"
@@ -97,7 +97,7 @@ def check_file(schema: dict[str, Any], path: Path, name: str) -> EvidenceCheck:
     """Validate one evidence file against schema `name`; every problem located at file:line:col."""
     from policyrun.errors import UsageError
     from policyrun.probes.base import ProbeError
-    from policyrun.probes.files import FORMATS, checked_validator, load_document, schema_problems
+    from policyrun.probes.repo.files import FORMATS, checked_validator, load_document, schema_problems
 
     shown = str(path)
     fmt = {".yml": "yaml", ".yaml": "yaml", ".json": "json", ".toml": "toml"}.get(path.suffix.lower())

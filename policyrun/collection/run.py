@@ -36,7 +36,7 @@ from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoStat
 from policyrun.model import ProbeSpec, Rulebook
 from policyrun.probes import registry
 from policyrun.probes.base import SIDE_EFFECTS, Probe, ProbeContext, ProbeError, ProbeResult
-from policyrun.probes.pysession import Interpreters
+from policyrun.probes.python.session import Interpreters
 
 MAX_WORKERS = 8  # probes mostly wait on subprocesses and files; more threads than cores is fine
 

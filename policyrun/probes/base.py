@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from policyrun.probes.pysession import Interpreters
+    from policyrun.probes.python.session import Interpreters
 
 # Side effects a probe may declare. A mode's `permissions` grants them by the same names; a
 # probe that needs an effect its mode does not grant is refused and the refusal is recorded.
@@ -48,7 +48,7 @@ class ProbeContext:
     base_dir: Path  # relative paths in parameters resolve against this (the working directory)
     timeout_s: float  # the probe's own budget; long-running probes pass it to subprocesses
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for subprocesses
-    # The collection's shared interpreter children (policyrun.probes.pysession.Interpreters): probes
+    # The collection's shared interpreter children (policyrun.probes.python.session.Interpreters): probes
     # that inspect the same interpreter ask one child. None outside a collection: each runs its own.
     interpreters: Interpreters | None = None
 

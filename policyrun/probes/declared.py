@@ -42,12 +42,13 @@ class Declared:
         return probe.empty_value  # type: ignore[no-any-return]
 
 
-def fingerprint() -> str:
-    """sha256 over the built-in probe sources and policyrun/limits.py: what the schemas are built from."""
-    here = Path(__file__).parent
+def fingerprint(here: Path = Path(__file__).parent) -> str:
+    """sha256 over the built-in probe sources under `here` (every family's folder too) and
+    policyrun/limits.py beside it: what the schemas are built from."""
     digest = hashlib.sha256()
-    for path in [*sorted(here.glob("*.py")), here.parent / "limits.py"]:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in [*sorted(here.rglob("*.py")), here.parent / "limits.py"]:
+        # The path below the package, not the bare name: two families may hold a file of one name.
+        digest.update(path.relative_to(here.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.probes.base import ProbeContext
-from policyrun.probes.claims import ClaimsProbe
+from policyrun.probes.repo.claims import ClaimsProbe
 from tests.claimconventions import vllm_claims
 from tests.real.conftest import copy_repo, git
 

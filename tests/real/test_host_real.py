@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.host import CommandProbe, PathProbe
-from policyrun.probes.python_modules import PythonModulesProbe
+from policyrun.probes.host.general import CommandProbe, PathProbe
+from policyrun.probes.python.modules import PythonModulesProbe
 from tests.real.conftest import git
 
 

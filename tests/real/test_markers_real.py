@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from policyrun.probes.base import ProbeContext
-from policyrun.probes.markers import MarkersProbe
+from policyrun.probes.python.markers import MarkersProbe
 from tests.real.conftest import git
 
 FIELD_LINES = {

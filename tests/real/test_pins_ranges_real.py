@@ -11,8 +11,8 @@ from typing import Any
 
 from policyrun.functions.versions import version_unique
 from policyrun.probes.base import ProbeContext
-from policyrun.probes.claims import ClaimsProbe
-from policyrun.probes.pins import PackagePinsProbe
+from policyrun.probes.repo.claims import ClaimsProbe
+from policyrun.probes.repo.pins import PackagePinsProbe
 from tests.claimconventions import flagship_vars, vllm_claims
 from tests.real.conftest import git
 

@@ -149,7 +149,7 @@ def test_at_most_one_cat_file_process_per_revision(imports: dict[str, Any]) -> N
 
 def test_the_parse_helper_resolves_the_real_imports_exactly_as_in_process(
         afd_repo: Path, vllm_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyrun.probes import parsepool, pyresolve
+    from policyrun.probes.python import parsepool, resolve as pyresolve
 
     params = {"root": str(afd_repo), "exclude": TEST_GLOBS, "packages": ["vllm"],
               "resolve": {"path": str(vllm_repo), "rev": "v0.26.0", "compare_rev": "v0.27.0"}}

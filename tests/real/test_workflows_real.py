@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from policyrun.probes.base import ProbeContext
-from policyrun.probes.workflows import WorkflowsProbe
+from policyrun.probes.repo.workflows import WorkflowsProbe
 
 WORKFLOW = ".github/workflows/cpu-only-ci.yml"
 

@@ -244,7 +244,7 @@ def target_body_hash(vllm: Path, name: str) -> str:
     """The target's body hash of `name` (policyrun's hash: its AST without docstrings)."""
     import ast
 
-    from policyrun.probes.pyshape import code_hash
+    from policyrun.probes.python.shape import code_hash
     path, rest = upstream_file(vllm, name, "v0.27.0")
     node: Any = ast.parse(_git("show", f"v0.27.0:{path}", cwd=vllm))
     for attr in rest:

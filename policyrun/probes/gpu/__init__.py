@@ -1,0 +1,1 @@
+"""GPU probes: what the driver reports about the GPUs, without touching them."""
