@@ -12,6 +12,7 @@ from policyrun.checkid import CheckId, check_label, rulebook_checks, split_in_ph
 from policyrun.cli import main
 from policyrun.engine import check_locations
 from policyrun.rulebook import load_rulebook
+from policyrun.tracerecords import phase_checks
 
 RULEBOOK = """\
 policyrun: 1
@@ -111,7 +112,7 @@ def test_every_recorded_check_is_located_where_the_rulebook_declares_it(tmp_path
     rb = load_rulebook(path)
     where = {str(c.id): str(rb.locate(c.node)) for c in rulebook_checks(rb.model)}
     recorded = {str(CheckId.of_record(p["phase"], c["kind"], c["id"], trace["mode"])): c["location"]
-                for p in trace["phases"] for c in p["evidence"]}
+                for p in trace["phases"] for c in phase_checks(p)}
     recorded |= {str(CheckId(None, "verdict", c["id"])): c["location"] for c in trace["verdict"]["conditions"]}
     recorded |= {str(CheckId(None, "derive", d["id"])): d["location"] for d in trace["derived"]}
     assert recorded.keys() == where.keys() - {"mode/ci/B"}  # B has no `when`
