@@ -308,8 +308,8 @@ def load_trace(path: Path, *, force: bool = False) -> Trace:
     from policyrun.traceconsistency import refuse_inconsistent
 
     trace = load_json_model(path, Trace, what="trace", code="T", max_bytes=limits.TRACE_BYTES,
-                            max_depth=limits.TRACE_DEPTH, hint="pass a trace.json written by `policyrun evaluate`",
-                            upgrade=upgrade_format1)
+                            max_depth=limits.TRACE_DEPTH, hint="pass a trace.json written by `policyrun evaluate` (trace formats 1 "
+                                                            "and 2 are read)", upgrade=upgrade_format1)
     if not force:
         refuse_inconsistent(trace, path)
     return trace
