@@ -103,6 +103,12 @@ def test_case(path: Path, tmp_path: Path) -> None:
         pid, cid = ref.split(".")
         found_messages = {c.id: c.message for c in by_id[pid].checks()}
         assert text in (found_messages.get(cid) or ""), found_messages
+    for pid, fields in expect.get("fields", {}).items():
+        # Which checks each field of the phase's record holds (trace format 2), in order.
+        for field, ids in fields.items():
+            value = getattr(by_id[pid], field)
+            got_ids = [c.id for c in value] if isinstance(value, list) else value.id if value else None
+            assert got_ids == ids, (pid, field, got_ids)
     if "verdict" in expect:
         assert trace.verdict.id == expect["verdict"]
     if "exit_code" in expect:
