@@ -166,6 +166,7 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRec],
            first_block: str | None) -> PhaseRec:
     loc = ctx.locations.get(phase_key(phase.id))
+    mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
 
     def record(status: Status, reason: str, checks: list[CheckRec], blocker: str | None = None,
                next_action: str | None = None) -> PhaseRec:
@@ -181,7 +182,6 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
                 "disabled": [{"id": d.id, "reason": d.reason} for d in phase.disabled],
                 "next_allowed_action": next_action or "", "location": loc}
 
-    mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
     skipped = sel.phases[phase.id]
     if skipped is not None:
         return record("SKIPPED", skipped, mode_check)
