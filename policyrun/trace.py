@@ -132,13 +132,12 @@ class PhaseRecord(BaseModel):
     def checks(self) -> Iterator[CheckRecord]:
         """Every check of the phase in evaluation order: mode selection, preconditions, stop
         conditions, evidence, the next action's (format 1's `evidence` list)."""
-        if self.mode_check is not None:
-            yield self.mode_check
-        yield from self.preconditions
-        yield from self.stop_when
-        yield from self.evidence
-        if self.next_action_check is not None:
-            yield self.next_action_check
+        for name in CHECK_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                yield from value
+            elif value is not None:
+                yield value
 
 
 # Each of a phase's check fields, the kind of check it holds, in evaluation order (format 1 kept

@@ -16,7 +16,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from policyrun.checkid import RecordKind
 from policyrun.model import Status
-from policyrun.trace import CheckResult
+from policyrun.trace import CHECK_FIELDS, CheckResult
 
 
 class ReadRec(TypedDict):
@@ -80,13 +80,12 @@ class PhaseRec(TypedDict):
 
 def phase_checks(rec: PhaseRec) -> Iterator[CheckRec]:
     """Every check of a phase record in evaluation order (policyrun.trace.PhaseRecord.checks)."""
-    if rec["mode_check"] is not None:
-        yield rec["mode_check"]
-    yield from rec["preconditions"]
-    yield from rec["stop_when"]
-    yield from rec["evidence"]
-    if rec["next_action_check"] is not None:
-        yield rec["next_action_check"]
+    for name in CHECK_FIELDS:
+        value = rec[name]  # type: ignore[literal-required]
+        if isinstance(value, list):
+            yield from value
+        elif value is not None:
+            yield value
 
 
 class DerivedRec(TypedDict):
