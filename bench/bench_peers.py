@@ -86,7 +86,7 @@ def rules(n: int, tmp: Path) -> Workload:
     lines.append("results := {" + ", ".join(f'"c{i}": c{i}' for i in range(n)) + "}")
 
     def from_trace(trace: Any) -> dict[str, bool]:
-        return {c.id: c.result == "SATISFIED" for p in trace.phases for c in p.evidence}
+        return {c.id: c.result == "SATISFIED" for p in trace.phases for c in p.checks()}
     return Workload(f"{n:,} simple rules", path, "m", facts, "\n".join(lines) + "\n", {"facts": values},
                     from_trace, "results")
 

@@ -8,6 +8,9 @@ AFTER_DIR. For each pair it compares, per phase: the status, the blocker, every 
 verdict (id and summary) and exit code; and the value (or error) of every derived value both
 traces have. Expressions, locations, hashes, reads and the derived values only one side has may
 differ (a rewrite states predicates differently); the last are listed, not counted as changes.
+With --checks it also compares every check of every phase by kind, id, result and outcome, in
+order (for a change that must keep the checks themselves, such as a new trace format). Either
+tree may hold traces of format 1 or 2 (read as format 2: policyrun.trace.upgrade_format1).
 Prints one line per difference and a summary; exit 1 when anything differs, 0 otherwise.
 """
 
@@ -19,13 +22,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from policyrun.trace import upgrade_format1
+from policyrun.tracerecords import phase_checks
 
-def _phases(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:
+
+def _phases(trace: dict[str, Any], checks: bool = False) -> dict[str, dict[str, Any]]:
     out = {}
     for p in trace["phases"]:
-        imposed = sorted(c["message"] or "" for c in p["evidence"] if c.get("outcome") is not None)
+        recorded = list(phase_checks(p))
+        imposed = sorted(c["message"] or "" for c in recorded if c.get("outcome") is not None)
         out[p["phase"]] = {"status": p["status"], "blocker": p["blocker"], "blockers": p.get("blockers", []),
                            "messages": imposed, "next_allowed_action": p["next_allowed_action"]}
+        if checks:
+            out[p["phase"]]["checks"] = [(c["kind"], c["id"], c["result"], c.get("outcome")) for c in recorded]
     return out
 
 
@@ -33,11 +42,12 @@ def _derived(trace: dict[str, Any]) -> dict[str, Any]:
     return {d["id"]: {"value": d.get("value"), "error": d.get("error")} for d in trace.get("derived", [])}
 
 
-def compare(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(differences, notes) between two traces."""
+def compare(before: dict[str, Any], after: dict[str, Any], checks: bool = False) -> tuple[list[str], list[str]]:
+    """(differences, notes) between two traces (of either format)."""
     diffs: list[str] = []
     notes: list[str] = []
-    a, b = _phases(before), _phases(after)
+    before, after = upgrade_format1(before), upgrade_format1(after)
+    a, b = _phases(before, checks), _phases(after, checks)
     if list(a) != list(b):
         diffs.append(f"phases differ: {list(a)} != {list(b)}")
     for pid in a.keys() & b.keys():
@@ -72,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
+    parser.add_argument("--checks", action="store_true", help="compare every check's kind, id, result and outcome")
     args = parser.parse_args(argv)
     pairs = sorted(p.relative_to(args.before) for p in args.before.rglob("*.json") if _is_trace(p))
     changed = 0
@@ -81,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rel}: missing in {args.after}")
             changed += 1
             continue
-        diffs, notes = compare(json.loads((args.before / rel).read_text()), json.loads(other.read_text()))
+        diffs, notes = compare(json.loads((args.before / rel).read_text()), json.loads(other.read_text()),
+                               args.checks)
         for line in diffs:
             print(f"{rel}: {line}")
         for line in notes:

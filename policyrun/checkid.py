@@ -25,7 +25,10 @@ from typing import Any, Literal
 from policyrun.model import Rulebook
 from policyrun.yamlsource import NodePath
 
-CheckKind = Literal["precondition", "stop_when", "evidence", "template", "mode_selection", "verdict", "derive"]
+# The one list of check kinds. A trace records the first six (policyrun.trace.CheckRecord.kind);
+# a derived value is a check too (`policyrun test` covers it) but the trace records it apart.
+RecordKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict", "template"]
+CheckKind = RecordKind | Literal["derive"]
 PHASE_KINDS: tuple[CheckKind, ...] = ("precondition", "stop_when", "evidence", "template")
 _RULEBOOK_KINDS: tuple[CheckKind, ...] = ("verdict", "derive")
 
@@ -72,6 +75,12 @@ class CheckId:
         if kind == "mode_selection":
             return cls(phase, "mode_selection", mode)
         return cls(phase, kind, record_id)  # type: ignore[arg-type]
+
+    @classmethod
+    def listed(cls, phase: str, kind: CheckKind, declared: str | None, index: int) -> CheckId:
+        """A precondition or stop condition: its own id, or for one without, its place in its list
+        (`precondition[0]`), as the trace records it."""
+        return cls(phase, kind, declared or f"{kind}[{index}]")
 
     @property
     def record_id(self) -> str:
@@ -123,26 +132,58 @@ class RulebookCheck:
     spec: Any
 
 
+def location_key(check: CheckId, index: int | None = None) -> str:
+    """The key a check's location is looked up under while evaluating (policyrun.engine.
+    check_locations builds the table from `rulebook_checks`, whose keys come from here). A
+    precondition or stop condition is keyed by its `index` in its list, for it may have no id; a
+    `template` check (`next:STATUS`) by the status whose `next:` text it is."""
+    if check.kind == "mode_selection":
+        return f"modes.{check.id}.{check.phase}.when"
+    if check.phase is None:
+        return f"{check.kind}.{check.id}"
+    if check.kind in ("precondition", "stop_when"):
+        if index is None:
+            raise ValueError(f"a {check.kind} is located by its index in its list")
+        return f"{phase_key(check.phase)}.{_LISTS[check.kind]}.{index}"
+    if check.kind == "template":
+        return f"{phase_key(check.phase)}.next.{check.id.removeprefix('next:')}"
+    return f"{phase_key(check.phase)}.{check.kind}.{check.id}"
+
+
+_LISTS = {"precondition": "preconditions", "stop_when": "stop_when"}  # the rulebook keys of those lists
+
+
+def phase_key(phase: str) -> str:
+    """The key a phase's own location is looked up under."""
+    return f"phase.{phase}"
+
+
+def part_key(key: str, part: str) -> str:
+    """The key of one part of a check (`check`, `violations`, `applies_when`) under its check's key."""
+    return f"{key}.{part}"
+
+
 def rulebook_checks(rulebook: Rulebook) -> Iterator[RulebookCheck]:
     """Every check a rulebook declares, in document order: mode selections, derived values, each
     phase's preconditions, stop conditions and evidence, the verdicts."""
     for name, mode in rulebook.modes.items():
         for i, entry in enumerate(mode.phases):
-            yield RulebookCheck(CheckId(entry.phase, "mode_selection", name), ("modes", name, "phases", i),
-                                f"modes.{name}.{entry.phase}.when", entry)
+            cid = CheckId(entry.phase, "mode_selection", name)
+            yield RulebookCheck(cid, ("modes", name, "phases", i), location_key(cid), entry)
     for did, derived in rulebook.derive.items():
-        yield RulebookCheck(CheckId(None, "derive", did), ("derive", did, "value"), f"derive.{did}", derived)
+        cid = CheckId(None, "derive", did)
+        yield RulebookCheck(cid, ("derive", did, "value"), location_key(cid), derived)
     for i, phase in enumerate(rulebook.phases):
         base: NodePath = ("phases", i)
         for j, cond in enumerate(phase.preconditions):
-            yield RulebookCheck(CheckId(phase.id, "precondition", cond.id or f"precondition[{j}]"),
-                                (*base, "preconditions", j), f"phase.{phase.id}.preconditions.{j}", cond)
+            cid = CheckId.listed(phase.id, "precondition", cond.id, j)
+            yield RulebookCheck(cid, (*base, "preconditions", j), location_key(cid, j), cond)
         for j, stop in enumerate(phase.stop_when):
-            yield RulebookCheck(CheckId(phase.id, "stop_when", stop.id or f"stop_when[{j}]"),
-                                (*base, "stop_when", j), f"phase.{phase.id}.stop_when.{j}", stop)
+            cid = CheckId.listed(phase.id, "stop_when", stop.id, j)
+            yield RulebookCheck(cid, (*base, "stop_when", j), location_key(cid, j), stop)
         for j, ev in enumerate(phase.evidence):
-            yield RulebookCheck(CheckId(phase.id, "evidence", ev.id), (*base, "evidence", j),
-                                f"phase.{phase.id}.evidence.{ev.id}", ev)
+            cid = CheckId(phase.id, "evidence", ev.id)
+            yield RulebookCheck(cid, (*base, "evidence", j), location_key(cid), ev)
     for i, verdict in enumerate(rulebook.verdicts):
-        yield RulebookCheck(CheckId(None, "verdict", verdict.id), ("verdicts", i, "when"), f"verdict.{verdict.id}",
-                            verdict)
+        cid = CheckId(None, "verdict", verdict.id)
+        yield RulebookCheck(cid, ("verdicts", i, "when"), location_key(cid), verdict)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun import limits
+from policyrun.checkid import CheckId, location_key
 from policyrun.derivegraph import DeriveGraph
 from policyrun.derivegraph import graph_of as graph_of  # collection and tests read the graph from here too
 from policyrun.errors import PolicyrunError
@@ -68,7 +69,7 @@ def derive_values(ctx: EvalContext, only: Iterable[str] | None = None, budget: B
         if wanted is not None and did not in wanted:
             continue
         spec = ctx.rulebook.derive[did]
-        key = f"derive.{did}"
+        key = location_key(CheckId(None, "derive", did))
         where = ctx.locations.get(key)
         rec: DerivedRec = {"id": did, "expression": spec.value, "location": where}
         if spec.modes is not None and ctx.mode not in spec.modes:

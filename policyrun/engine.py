@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from policyrun.checkid import rulebook_checks
+from policyrun.checkid import part_key, phase_key, rulebook_checks
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
 from policyrun.interpreter import evaluate_records, with_provenance
@@ -49,13 +49,13 @@ def check_locations(rb: LoadedRulebook) -> dict[str, str]:
         return cached  # type: ignore[no-any-return]
     out: dict[str, str] = {}
     for i, phase in enumerate(rb.model.phases):
-        out[f"phase.{phase.id}"] = str(rb.locate(("phases", i)))
+        out[phase_key(phase.id)] = str(rb.locate(("phases", i)))
     for check in rulebook_checks(rb.model):
         out[check.key] = str(rb.locate(check.node))
         if check.id.kind == "evidence":
             for part in ("check", "violations", "applies_when"):
                 if getattr(check.spec, part) is not None:
-                    out[f"{check.key}.{part}"] = str(rb.locate((*check.node, part)))
+                    out[part_key(check.key, part)] = str(rb.locate((*check.node, part)))
     for pid, spec in rb.model.probes.items():
         for part in ("for_each", "key"):  # a fan-out's errors name them
             if getattr(spec, part) is not None:

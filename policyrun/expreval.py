@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyrun import limits
+from policyrun.checkid import RecordKind, part_key
 from policyrun.expr import Compiled, ExprError, compile_condition, compile_expr, evaluate, is_missing, lookup
 from policyrun.facts import FactsSnapshot, fact_code, host_read_error
 from policyrun.model import Rulebook
-from policyrun.trace import CheckKind, CheckResult
+from policyrun.trace import CheckResult
 from policyrun.tracerecords import CheckRec, ReadRec, SummaryRec
 
 
@@ -188,7 +189,7 @@ def _failure(ctx: EvalContext, key: str, outcome: Any, reads: Sequence[ReadRec] 
         return f"missing value: {outcome.error}{_failed_elements(ctx, reads)}", False
     if outcome.kind == "unknown":
         return outcome.error or "unknown", False
-    where = ctx.locations.get(f"{key}.check") or ctx.locations.get(key)
+    where = ctx.locations.get(part_key(key, "check")) or ctx.locations.get(key)
     if outcome.kind in ("budget", "limit"):
         return (f"the expression at {where} {outcome.error}" if where else f"the expression {outcome.error}"), True
     return f"evaluation error: {outcome.error}", True
@@ -323,7 +324,7 @@ def _summary(type_name: str, length: int, text: str) -> SummaryRec:
     return {"truncated": True, "type": type_name, "length": length, "sha256": digest}
 
 
-def record_check(ctx: EvalContext, check_id: str, kind: CheckKind, expression: str, outcome: CheckOutcome,
+def record_check(ctx: EvalContext, check_id: str, kind: RecordKind, expression: str, outcome: CheckOutcome,
             loc_key: str) -> CheckRec:
     rec: CheckRec = {"id": check_id, "kind": kind, "expression": expression, "result": outcome.result, "outcome": None,
            "reads": outcome.reads, "facts": outcome.facts, "message": outcome.message,

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policyrun.checkid import CheckId, location_key, part_key, phase_key
 from policyrun.derive import Budget, derive_values
 from policyrun.errors import EXIT_BLOCKED, EXIT_FAIL, EXIT_OK
 from policyrun.expr import ExprError, bounded_text, make_activation, render_value, split_template
@@ -38,7 +39,7 @@ from policyrun.gcpause import gc_paused
 from policyrun.headline import headline
 from policyrun.model import PASSING, SEVERITY, MissingPolicy, Phase, RowSpec, Rulebook, Status, on_missing_for
 from policyrun.trace import RulebookRef, Trace
-from policyrun.tracerecords import CheckRec, PhaseRec, VerdictRec
+from policyrun.tracerecords import CheckRec, PhaseRec, VerdictRec, phase_checks
 from policyrun.violationrows import row_problem, rows_text
 
 
@@ -111,7 +112,7 @@ def _evaluate(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts: F
     _settled_next_actions(records, runnable)
     exit_code = _exit_code(records, selected, fail_on_warn)
     verdict = _verdict(ctx, records, exit_code)
-    backing = {pid for rec in records for chk in rec["evidence"] for pid in chk["facts"]}
+    backing = {pid for rec in records for chk in phase_checks(rec) for pid in chk["facts"]}
     backing |= {pid for d in derived for pid in d["facts"]}
     backing |= {pid for chk in verdict.get("conditions", []) for pid in chk["facts"]}
     # Provenance is attached by `with_provenance` from the caller's snapshot: the records stay
@@ -147,9 +148,10 @@ def _mode_selection(ctx: EvalContext) -> Selection:
         if entry.when is None:
             out[phase.id] = None
             continue
-        key = f"modes.{ctx.mode}.{phase.id}.when"
+        cid = CheckId(phase.id, "mode_selection", ctx.mode)
+        key = location_key(cid)
         outcome = _run_check(ctx, entry.when, key)
-        checks[phase.id] = _record(ctx, f"mode.{phase.id}", "mode_selection", entry.when, outcome, key)
+        checks[phase.id] = _record(ctx, cid.record_id, "mode_selection", entry.when, outcome, key)
         if outcome.result == "SATISFIED":
             out[phase.id] = None
         elif outcome.result == "UNSATISFIED":
@@ -163,17 +165,23 @@ def _mode_selection(ctx: EvalContext) -> Selection:
 
 def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, PhaseRec],
            first_block: str | None) -> PhaseRec:
-    loc = ctx.locations.get(f"phase.{phase.id}")
+    loc = ctx.locations.get(phase_key(phase.id))
+    mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
 
     def record(status: Status, reason: str, checks: list[CheckRec], blocker: str | None = None,
                next_action: str | None = None) -> PhaseRec:
         blockers = [c["message"] for c in checks if c["outcome"] is not None and c["message"]]
-        return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason, "evidence": checks,
+        # `checks` is in evaluation order, each kind after the one before (mode selection,
+        # preconditions, stop conditions, evidence): each goes to the field of its kind.
+        return {"phase": phase.id, "title": phase.title, "status": status, "reason": reason,
+                "mode_check": mode_check[0] if mode_check else None,
+                "preconditions": [c for c in checks if c["kind"] == "precondition"],
+                "stop_when": [c for c in checks if c["kind"] == "stop_when"],
+                "evidence": [c for c in checks if c["kind"] == "evidence"], "next_action_check": None,
                 "blocker": blocker, "blockers": blockers if len(blockers) > 1 else [],
                 "disabled": [{"id": d.id, "reason": d.reason} for d in phase.disabled],
                 "next_allowed_action": next_action or "", "location": loc}
 
-    mode_check = [sel.checks[phase.id]] if phase.id in sel.checks else []
     skipped = sel.phases[phase.id]
     if skipped is not None:
         return record("SKIPPED", skipped, mode_check)
@@ -189,9 +197,10 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
                       checks, mode_check[0]["message"])
 
     for i, cond in enumerate(phase.preconditions):
-        key = f"phase.{phase.id}.preconditions.{i}"
+        cid = CheckId.listed(phase.id, "precondition", cond.id, i)
+        key = location_key(cid, i)
         outcome, violations = _judge(ctx, cond.check, cond.violations, key, empty_holds=True, row=cond.row)
-        rec = _record(ctx, cond.id or f"precondition[{i}]", "precondition", cond.condition, outcome, key)
+        rec = _record(ctx, cid.id, "precondition", cond.condition, outcome, key)
         _keep_violations(rec, violations, cond.row)
         checks.append(rec)
         if outcome.result != "SATISFIED":
@@ -208,9 +217,10 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
     # evidence item is still evaluated and recorded, so the trace shows the whole phase.
     stopped: tuple[Status, str, str | None, str | None] | None = None  # (status, reason, blocker, next action)
     for i, stop in enumerate(phase.stop_when):
-        key = f"phase.{phase.id}.stop_when.{i}"
+        cid = CheckId.listed(phase.id, "stop_when", stop.id, i)
+        key = location_key(cid, i)
         outcome, violations = _judge(ctx, stop.when, stop.violations, key, empty_holds=False, row=stop.row)
-        rec = _record(ctx, stop.id or f"stop_when[{i}]", "stop_when", stop.condition, outcome, key)
+        rec = _record(ctx, cid.id, "stop_when", stop.condition, outcome, key)
         _keep_violations(rec, violations, stop.row)
         checks.append(rec)
         name = stop.id or stop.condition
@@ -235,7 +245,7 @@ def _phase(ctx: EvalContext, phase: Phase, sel: Selection, done: Mapping[str, Ph
     # (severity, deciding record, its next action rendered with its violations bound, its status)
     worst: tuple[int, CheckRec, str | None, Status] | None = None
     for ev in phase.evidence:
-        key = f"phase.{phase.id}.evidence.{ev.id}"
+        key = location_key(CheckId(phase.id, "evidence", ev.id))
         rec = _evidence(ctx, phase, ev, key)
         violations = rec.pop("_violations", None)
         own_next = _check_next(ctx, ev.next, violations, rec, ev.row) if rec["outcome"] is not None else None
@@ -296,7 +306,7 @@ def _not_applicable(outcome: CheckOutcome) -> str | None:
 def _evidence(ctx: EvalContext, phase: Phase, ev: Any, key: str) -> CheckRec:
     condition = ev.condition
     if ev.applies_when is not None:
-        gate = _run_check(ctx, ev.applies_when, f"{key}.applies_when")
+        gate = _run_check(ctx, ev.applies_when, part_key(key, "applies_when"))
         skipped = _not_applicable(gate)
         if skipped is not None:
             return _record(ctx, ev.id, "evidence", condition,
@@ -330,7 +340,7 @@ def _judge(ctx: EvalContext, check: str | None, violations_source: str | None, k
     if violations_source is None:
         assert check is not None  # the models require one of them
         return _run_check(ctx, check, key), None
-    found = _run_value(ctx, violations_source, f"{key}.violations")
+    found = _run_value(ctx, violations_source, part_key(key, "violations"))
     if not found.ok:
         return CheckOutcome("UNKNOWN", found.reads, found.facts, found.message, error=found.error), None
     violations = found.value
@@ -489,7 +499,7 @@ def _next_action(ctx: EvalContext, rec: PhaseRec, runnable: list[str], sel: Sele
     """The phase's next action, unless its deciding check named one. A `next:` template that needs a
     value without one makes a phase that ran BLOCKED, through a `template` check naming the value:
     an agent must never act on an action with a hole in it."""
-    for chk in rec["evidence"]:
+    for chk in phase_checks(rec):
         chk.pop("_unavailable", None)
     if rec["next_allowed_action"]:
         return
@@ -499,14 +509,15 @@ def _next_action(ctx: EvalContext, rec: PhaseRec, runnable: list[str], sel: Sele
         return
     text, unavailable = render(ctx, template)
     if unavailable and rec["status"] in ("PASS", "WARN", "FAIL"):
-        key = f"phase.{phase.id}.next.{rec['status']}"
-        check = _record(ctx, f"next:{rec['status']}", "template", template,
+        cid = CheckId(phase.id, "template", f"next:{rec['status']}")
+        key = location_key(cid)
+        check = _record(ctx, cid.id, "template", template,
                         CheckOutcome("UNKNOWN", [], [], None), key)
         check["unknown"] = "missing"
         check["outcome"] = "BLOCKED"
         message = f"the {rec['status']} next action of {phase.id} {_unavailable_note(unavailable)}"
         check["message"] = message
-        rec["evidence"].append(check)
+        rec["next_action_check"] = check
         if rec["status"] != "PASS" and rec["blocker"]:
             rec["blockers"] = rec["blockers"] or [rec["blocker"]]
             rec["blockers"].append(message)
@@ -552,7 +563,7 @@ def _default_action(ctx: EvalContext, rec: PhaseRec, runnable: list[str], sel: S
         return f"fix what {pid} reports, then evaluate again"
     if status == "STOPPED":
         return "stop here and report the decision the blocker asks for"
-    if any(c["outcome"] == "FAIL" for c in rec["evidence"]):
+    if any(c["outcome"] == "FAIL" for c in phase_checks(rec)):
         return f"fix the failures {pid} reports first, then resolve its blocker and evaluate again"
     return f"resolve {pid}'s blocker, then evaluate again"
 
@@ -575,7 +586,7 @@ def _exit_code(records: list[PhaseRec], sel: Selection, fail_on_warn: bool = Fal
 def _verdict(ctx: EvalContext, records: list[PhaseRec], exit_code: int) -> VerdictRec:
     tried: list[CheckRec] = []
     for verdict in ctx.rulebook.verdicts:
-        key = f"verdict.{verdict.id}"
+        key = location_key(CheckId(None, "verdict", verdict.id))
         outcome = _run_check(ctx, verdict.when, key)
         tried.append(_record(ctx, verdict.id, "verdict", verdict.when, outcome, key))
         if outcome.result == "SATISFIED":
@@ -593,6 +604,6 @@ def _verdict(ctx: EvalContext, records: list[PhaseRec], exit_code: int) -> Verdi
             f", with warnings in {', '.join(warned)}" if warned else "")
         return {"id": "complete", "summary": summary, "conditions": tried}
     first = next(r for r in records if r["status"] in ("FAIL", "BLOCKED", "STOPPED", "WARN"))
-    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {headline(first)}",
+    return {"id": "incomplete", "summary": f"{first['phase']} is {first['status']}: {headline(first, phase_checks(first))}",
             "conditions": tried}
 

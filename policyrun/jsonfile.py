@@ -35,15 +35,19 @@ scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scans
 
 
 def load_json_model(path: Path, model: type[M], *, what: str, code: str, hint: str,
-                    max_bytes: int = limits.FACTS_BYTES, max_depth: int = limits.FACTS_DEPTH) -> M:
+                    max_bytes: int = limits.FACTS_BYTES, max_depth: int = limits.FACTS_DEPTH,
+                    upgrade: Callable[[Any], Any] | None = None) -> M:
     """`code` is a prefix ("F", "T"): 001 unreadable, 002 not acceptable JSON, 003 wrong shape.
 
     A model's `policyrun_*` integer field is its format version: the file may omit it, but must
-    not carry another value (a newer policyrun's file is refused, not misread).
+    not carry another value (a newer policyrun's file is refused, not misread). `upgrade` turns
+    the parsed data of an earlier format this policyrun still reads into the current one first.
     """
     name = display_path(path)
     text = read_json_text(path, what=what, code=f"{code}001", max_bytes=max_bytes)
     data = parse_json(text, name, what=what, code=f"{code}002", max_depth=max_depth)
+    if upgrade is not None:
+        data = upgrade(data)
     if isinstance(data, dict):
         for key, field in model.model_fields.items():
             expected = field.default

@@ -52,7 +52,7 @@ class Coverage:
 
     def record(self, trace: Trace) -> None:
         for phase in trace.phases:
-            for chk in phase.evidence:
+            for chk in phase.checks():
                 key = str(CheckId.of_record(phase.phase, chk.kind, chk.id, trace.mode))
                 if key in self.seen:
                     # A deliberate unknown('why') is the check's "not satisfied" side (`x || unknown(...)`
@@ -269,7 +269,7 @@ def run_suite(path: Path, coverage: Coverage, selection: Selection | None = None
 def _check(by_id: dict[str, Any], ref: str) -> Any:
     pid, cid = split_in_phase(ref)
     rec = by_id.get(pid)
-    return next((c for c in rec.evidence if c.id == cid), None) if rec else None
+    return next((c for c in rec.checks() if c.id == cid), None) if rec else None
 
 
 def _compare(expect: Expect, trace: Trace) -> list[str]:

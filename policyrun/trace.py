@@ -8,18 +8,22 @@ apart from `generated_at`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass
 
+from policyrun.checkid import RecordKind
 from policyrun.facts import Provenance
 from policyrun.model import RowSpec, Status
 
-TRACE_FORMAT = 1
+# 2: a phase's checks in fields of their own (docs/semantics.md, "Trace format 2"); format 1 is
+# still read (policyrun.traceformat1 converts it on load).
+TRACE_FORMAT = 2
 
-CheckKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict", "template"]
+CheckKind = RecordKind  # one list of kinds, policyrun.checkid's
 CheckResult = Literal["SATISFIED", "UNSATISFIED", "UNKNOWN", "NOT_APPLICABLE", "NOT_EVALUATED"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -89,13 +93,25 @@ class StaleFact(BaseModel):
 
 
 class PhaseRecord(BaseModel):
+    """A phase's status and its checks, each kind in the field named for the rulebook key that
+    declares it; `checks()` gives them all in the order they were evaluated."""
+
     model_config = _FROZEN
 
     phase: str
     title: str = ""
     status: Status
     reason: str
-    evidence: list[CheckRecord] = Field(default_factory=list)
+    mode_check: CheckRecord | None = Field(default=None, description="The mode's `when` for this phase (kind "
+                                                                     "mode_selection), when it has one.")
+    preconditions: list[CheckRecord] = Field(default_factory=list, description="Preconditions evaluated, in order "
+                                                                               "(up to the first that does not hold).")
+    stop_when: list[CheckRecord] = Field(default_factory=list, description="Stop conditions evaluated, in order "
+                                                                           "(up to the first that holds).")
+    evidence: list[CheckRecord] = Field(default_factory=list, description="The phase's evidence checks.")
+    next_action_check: CheckRecord | None = Field(
+        default=None, description="The phase's `next:` text, when it needed a value without one (kind template): "
+                                  "it blocked the phase.")
     blocker: str | None = None
     disabled: list[dict[str, str]] = Field(default_factory=list,
                                            description="Checks an overlay disabled, with the reason.")
@@ -103,6 +119,68 @@ class PhaseRecord(BaseModel):
                                                                   "imposed a status (the first is `blocker`'s).")
     next_allowed_action: str
     location: str | None = None
+
+    @model_validator(mode="after")
+    def _each_field_holds_its_kind(self) -> PhaseRecord:
+        for name, kind in CHECK_FIELDS.items():
+            value = getattr(self, name)
+            for check in value if isinstance(value, list) else [value] if value is not None else []:
+                if check.kind != kind:
+                    raise ValueError(f"`{name}` holds a {check.kind} check ({check.id}); it holds {kind} checks only")
+        return self
+
+    def checks(self) -> Iterator[CheckRecord]:
+        """Every check of the phase in evaluation order: mode selection, preconditions, stop
+        conditions, evidence, the next action's (format 1's `evidence` list)."""
+        for name in CHECK_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                yield from value
+            elif value is not None:
+                yield value
+
+
+# Each of a phase's check fields, the kind of check it holds, in evaluation order (format 1 kept
+# them all in `evidence`, told apart by `kind`).
+CHECK_FIELDS: dict[str, CheckKind] = {"mode_check": "mode_selection", "preconditions": "precondition",
+                                      "stop_when": "stop_when", "evidence": "evidence",
+                                      "next_action_check": "template"}
+
+
+def upgrade_format1(data: Any) -> Any:
+    """A format-1 trace's data as format 2 (any other data as it is): each phase's checks moved
+    out of `evidence` into the field of their kind, in the same order. Nothing else changed
+    between the formats, so the result validates as a `Trace` and is what this policyrun would
+    have written."""
+    if not isinstance(data, dict) or not isinstance(data.get("phases"), list):
+        return data
+    version = data.get("policyrun_trace")
+    if version is None:  # the file may omit its format: format 1 unless a phase has a field of format 2
+        fields2 = set(CHECK_FIELDS) - {"evidence"}
+        version = 2 if any(isinstance(p, dict) and fields2 & p.keys() for p in data["phases"]) else 1
+    if type(version) is not int or version != 1:
+        return data
+    phases = []
+    for phase in data["phases"]:
+        if not isinstance(phase, dict) or not isinstance(phase.get("evidence"), list):
+            phases.append(phase)
+            continue
+        moved: dict[str, Any] = {"mode_check": None, "preconditions": [], "stop_when": [], "evidence": [],
+                                 "next_action_check": None}
+        singles = [c for c in phase["evidence"] if isinstance(c, dict) and c.get("kind") in ("mode_selection", "template")]
+        for check in phase["evidence"]:
+            field = next((f for f, k in CHECK_FIELDS.items() if isinstance(check, dict) and check.get("kind") == k),
+                         "evidence")  # an unknown kind stays where it was, for validation to name
+            if isinstance(moved[field], list):
+                moved[field].append(check)
+            elif sum(c.get("kind") == check["kind"] for c in singles) == 1:
+                moved[field] = check
+            else:
+                moved["evidence"].append(check)  # two of a kind a phase has one of: refused by validation
+        at = list(phase).index("evidence")
+        items = list(phase.items())
+        phases.append({**dict(items[:at]), **moved, **dict(items[at + 1:])})
+    return {**data, "policyrun_trace": TRACE_FORMAT, "phases": phases}
 
 
 class LayerRef(BaseModel):
@@ -229,7 +307,8 @@ def load_trace(path: Path, *, force: bool = False) -> Trace:
     from policyrun.traceconsistency import refuse_inconsistent
 
     trace = load_json_model(path, Trace, what="trace", code="T", max_bytes=limits.TRACE_BYTES,
-                            max_depth=limits.TRACE_DEPTH, hint="pass a trace.json written by `policyrun evaluate`")
+                            max_depth=limits.TRACE_DEPTH, hint="pass a trace.json written by `policyrun evaluate` (trace formats 1 "
+                                                            "and 2 are read)", upgrade=upgrade_format1)
     if not force:
         refuse_inconsistent(trace, path)
     return trace

@@ -47,7 +47,7 @@ def inconsistencies(trace: Trace) -> list[str]:
         if name in seen:
             problems.append(f"phase {name} appears twice")
         seen.add(name)
-        imposed = [c for c in phase.evidence if c.outcome is not None]
+        imposed = [c for c in phase.checks() if c.outcome is not None]
         for check in imposed:
             allowed = _MAY_IMPOSE.get(check.kind)
             if allowed is not None and check.result not in allowed:

@@ -47,7 +47,7 @@ def trace_exceptions(trace: Trace) -> list[TraceException]:
             continue  # nothing was decided there (a check disabled in it changed nothing); reports say SKIPPED
         for d in phase.disabled:
             out.append(TraceException("disabled", d.get("reason", ""), phase.phase, d.get("id")))
-        for check in phase.evidence:
+        for check in phase.checks():
             if check.waiver:
                 w = check.waiver
                 out.append(TraceException(

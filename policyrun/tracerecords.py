@@ -11,10 +11,12 @@ of the interpreter, removed before validation (the models forbid extra fields).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal, NotRequired, TypedDict
 
+from policyrun.checkid import RecordKind
 from policyrun.model import Status
-from policyrun.trace import CheckKind, CheckResult
+from policyrun.trace import CHECK_FIELDS, CheckResult
 
 
 class ReadRec(TypedDict):
@@ -39,7 +41,7 @@ class CheckRec(TypedDict):
     """policyrun.trace.CheckRecord."""
 
     id: str
-    kind: CheckKind
+    kind: RecordKind
     expression: str
     result: CheckResult
     outcome: Status | None
@@ -63,13 +65,27 @@ class PhaseRec(TypedDict):
     title: str
     status: Status
     reason: str
+    mode_check: CheckRec | None
+    preconditions: list[CheckRec]
+    stop_when: list[CheckRec]
     evidence: list[CheckRec]
+    next_action_check: CheckRec | None
     blocker: str | None
     blockers: list[str]
     disabled: list[dict[str, str]]
     next_allowed_action: str
     location: str | None
     _templated: NotRequired[bool]  # its next action came from its own `next:` text
+
+
+def phase_checks(rec: PhaseRec) -> Iterator[CheckRec]:
+    """Every check of a phase record in evaluation order (policyrun.trace.PhaseRecord.checks)."""
+    for name in CHECK_FIELDS:
+        value = rec[name]  # type: ignore[literal-required]
+        if isinstance(value, list):
+            yield from value
+        elif value is not None:
+            yield value
 
 
 class DerivedRec(TypedDict):

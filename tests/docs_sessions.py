@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
+from policyrun.tracerecords import phase_checks
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -183,7 +185,7 @@ def _forge_traces(session: Session, page: str) -> None:
     trace = json.loads((session.cwd / ".policyrun" / "trace.json").read_text())
     edited = json.loads(json.dumps(trace))
     [phase] = [p for p in edited["phases"] if p["phase"] == "FREEZE_IDENTITY"]
-    [check] = [c for c in phase["evidence"] if c["id"] == "sources_agree"]
+    [check] = [c for c in phase_checks(phase) if c["id"] == "sources_agree"]
     phase["status"], phase["blocker"] = "PASS", None
     check["result"], check["outcome"], check["message"] = "SATISFIED", None, None
     edited["exit_code"] = 0

@@ -12,6 +12,7 @@ from policyrun.checkid import CheckId, check_label, rulebook_checks, split_in_ph
 from policyrun.cli import main
 from policyrun.engine import check_locations
 from policyrun.rulebook import load_rulebook
+from policyrun.tracerecords import phase_checks
 
 RULEBOOK = """\
 policyrun: 1
@@ -111,7 +112,7 @@ def test_every_recorded_check_is_located_where_the_rulebook_declares_it(tmp_path
     rb = load_rulebook(path)
     where = {str(c.id): str(rb.locate(c.node)) for c in rulebook_checks(rb.model)}
     recorded = {str(CheckId.of_record(p["phase"], c["kind"], c["id"], trace["mode"])): c["location"]
-                for p in trace["phases"] for c in p["evidence"]}
+                for p in trace["phases"] for c in phase_checks(p)}
     recorded |= {str(CheckId(None, "verdict", c["id"])): c["location"] for c in trace["verdict"]["conditions"]}
     recorded |= {str(CheckId(None, "derive", d["id"])): d["location"] for d in trace["derived"]}
     assert recorded.keys() == where.keys() - {"mode/ci/B"}  # B has no `when`
@@ -135,3 +136,19 @@ def test_coverage_names_checks_by_their_text_form(tmp_path: Path, capsys: pytest
     assert doc["coverage"]["conditions"]["A/precondition/precondition[1]"] == ["SATISFIED"]
     assert "derive/twice" not in doc["coverage"]["missing"] and doc["coverage"]["missing"]["A/evidence/unit_passed"] \
         == ["SATISFIED"]
+
+
+def test_location_keys_come_from_the_check_identity() -> None:
+    from policyrun.checkid import location_key, part_key, phase_key
+
+    assert location_key(CheckId("GATE", "mode_selection", "ci")) == "modes.ci.GATE.when"
+    assert location_key(CheckId.listed("GATE", "precondition", None, 2), 2) == "phase.GATE.preconditions.2"
+    assert CheckId.listed("GATE", "stop_when", None, 1).id == "stop_when[1]"
+    assert CheckId.listed("GATE", "stop_when", "frozen", 1).id == "frozen"
+    assert location_key(CheckId("GATE", "evidence", "unit")) == "phase.GATE.evidence.unit"
+    assert location_key(CheckId("GATE", "template", "next:PASS")) == "phase.GATE.next.PASS"
+    assert location_key(CheckId(None, "verdict", "ok")) == "verdict.ok"
+    assert location_key(CheckId(None, "derive", "rows")) == "derive.rows"
+    assert phase_key("GATE") == "phase.GATE" and part_key("derive.rows", "check") == "derive.rows.check"
+    with pytest.raises(ValueError, match="by its index"):
+        location_key(CheckId("GATE", "precondition", "ready"))  # keyed by place, for it may have no id

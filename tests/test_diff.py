@@ -20,11 +20,11 @@ def _changed_rulebook() -> Trace:
     old = tf.flagship()
     phases = list(old.phases)
     arch = phases[3]
-    stop = replace(arch.evidence[0], expression="facts.vllm_diff.renamed.exists(r, r.from.startsWith("
-                                                "'vllm/v1/attention'))", result="UNSATISFIED", outcome=None)
-    attested = replace(arch.evidence[1], result="SATISFIED")
+    stop = replace(arch.stop_when[0], expression="facts.vllm_diff.renamed.exists(r, r.from.startsWith("
+                                                 "'vllm/v1/attention'))", result="UNSATISFIED", outcome=None)
+    attested = replace(arch.evidence[0], result="SATISFIED")
     phases[3] = arch.model_copy(update={"status": "PASS", "reason": "all evidence satisfied", "blocker": None,
-                                        "evidence": [stop, attested]})
+                                        "stop_when": [stop], "evidence": [attested]})
     unit = phases[6]
     added = CheckRecord(id="lint_clean", kind="evidence", expression="facts.lint.errors == 0", result="SATISFIED",
                         reads=[Read(path="facts.lint.errors", value=0)], facts=["lint"])

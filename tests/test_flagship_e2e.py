@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from policyrun.tracerecords import phase_checks
 from tests import afdfixtures as fx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +123,7 @@ def phase(trace: dict[str, Any], pid: str) -> dict[str, Any]:
 
 
 def check(trace: dict[str, Any], pid: str, cid: str) -> dict[str, Any]:
-    return next(c for c in phase(trace, pid)["evidence"] if c["id"] == cid)
+    return next(c for c in phase_checks(phase(trace, pid)) if c["id"] == cid)
 
 
 def derived(trace: dict[str, Any], did: str) -> Any:
@@ -312,5 +313,5 @@ def test_final_validation_on_the_frozen_revision(afd_repos: fx.FixtureRepos, ups
     assert check(trace, "FREEZE_IDENTITY", "plugin_frozen")["message"] == (
         f"AFD checkout {upgraded.path} is not frozen at {upgraded.head_sha}: uncommitted changes in README.md")
     assert check(trace, "FREEZE_IDENTITY", "target_stack_recorded")["outcome"] == "BLOCKED"
-    assert [c["id"] for c in freeze["evidence"] if c["result"] == "UNKNOWN" and c["outcome"] is None] == []
+    assert [c["id"] for c in phase_checks(freeze) if c["result"] == "UNKNOWN" and c["outcome"] is None] == []
     assert all(statuses(trace)[p] == "SKIPPED" for p in ["STATIC_AND_UNIT_GATE", *GPU_AND_AFTER])

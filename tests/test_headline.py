@@ -56,6 +56,6 @@ def test_a_passing_phase_whose_successor_passed_says_none(tmp_path: Path) -> Non
 def test_headline_without_fail_is_the_blocker() -> None:
     from policyrun.headline import headline
 
-    rec = {"status": "BLOCKED", "blocker": "no GPU", "evidence": [{"outcome": "BLOCKED", "message": "no GPU"}]}
-    assert headline(rec) == "no GPU"
-    assert headline({"status": "FAIL", "blocker": "x", "evidence": [{"outcome": "FAIL", "message": "x"}]}) == "x"
+    rec = {"status": "BLOCKED", "blocker": "no GPU"}
+    assert headline(rec, [{"outcome": "BLOCKED", "message": "no GPU"}]) == "no GPU"
+    assert headline({"status": "FAIL", "blocker": "x"}, [{"outcome": "FAIL", "message": "x"}]) == "x"

@@ -114,7 +114,7 @@ def test_unknown_trace_format_version_is_refused(tmp_path: Path, capsys: pytest.
     trace.write_text(json.dumps(data))
     assert main(["report", str(trace), "--format", "md"]) == 3
     err = capsys.readouterr().err
-    assert f"{trace}:1:" in err and "T003" in err and "policyrun_trace: 1" in err
+    assert f"{trace}:1:" in err and "T003" in err and "policyrun_trace: 2" in err and "trace formats 1 and 2 are read" in err
 
 
 # --- numbers too long to convert (issue 19, item 5) ------------------------------------------------

@@ -89,20 +89,26 @@ def test_case(path: Path, tmp_path: Path) -> None:
         assert derived[did].error is not None and text in derived[did].error, derived[did]
     for ref, value in expect.get("violations", {}).items():
         pid, cid = ref.split(".")
-        found = {c.id: c.violations for c in by_id[pid].evidence}
+        found = {c.id: c.violations for c in by_id[pid].checks()}
         assert found.get(cid) == value, found
     for ref, result in expect.get("checks", {}).items():
         pid, cid = ref.split(".")
-        found = {c.id: c.result for c in by_id[pid].evidence}
+        found = {c.id: c.result for c in by_id[pid].checks()}
         assert found.get(cid) == result, found
     for ref, outcome in expect.get("outcomes", {}).items():
         pid, cid = ref.split(".")
-        found_outcomes = {c.id: c.outcome for c in by_id[pid].evidence}
+        found_outcomes = {c.id: c.outcome for c in by_id[pid].checks()}
         assert cid in found_outcomes and found_outcomes[cid] == outcome, found_outcomes
     for ref, text in expect.get("messages", {}).items():
         pid, cid = ref.split(".")
-        found_messages = {c.id: c.message for c in by_id[pid].evidence}
+        found_messages = {c.id: c.message for c in by_id[pid].checks()}
         assert text in (found_messages.get(cid) or ""), found_messages
+    for pid, fields in expect.get("fields", {}).items():
+        # Which checks each field of the phase's record holds (trace format 2), in order.
+        for field, ids in fields.items():
+            value = getattr(by_id[pid], field)
+            got_ids = [c.id for c in value] if isinstance(value, list) else value.id if value else None
+            assert got_ids == ids, (pid, field, got_ids)
     if "verdict" in expect:
         assert trace.verdict.id == expect["verdict"]
     if "exit_code" in expect:

@@ -107,7 +107,7 @@ def test_a_stop_condition_that_did_not_fire_is_not_shown_as_a_failure() -> None:
     """ARCHITECTURE_GATE of the sample has a stop condition that fired and one that did not; the one
     that did not (recorded UNSATISFIED) is muted, not a red ✗ above the check that decided."""
     trace = tf.flagship()
-    quiet = [(p.phase, c.id) for p in trace.phases for c in p.evidence
+    quiet = [(p.phase, c.id) for p in trace.phases for c in p.stop_when
              if c.kind == "stop_when" and c.result == "UNSATISFIED" and c.outcome is None]
     assert quiet
     html = render_html(trace)

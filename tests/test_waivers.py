@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from policyrun.cli import main
+from policyrun.tracerecords import phase_checks
 
 RULEBOOK = """\
 policyrun: 1
@@ -109,8 +110,8 @@ def test_a_stop_condition_can_be_waived(tmp_path: Path) -> None:
     _, trace = _run(rb, facts, w, tmp_path / "o", "--mode", "ci", "--as-of", "2027-01-01", "--set", "freeze=true")
     a = trace["phases"][0]
     assert a["status"] == "PASS"
-    assert {c["id"]: bool(c.get("waiver")) for c in a["evidence"]} == {"ready": False, "frozen": True,
-                                                                      "unit_passed": True, "lint_clean": False}
+    assert {c["id"]: bool(c.get("waiver")) for c in phase_checks(a)} == {"ready": False, "frozen": True,
+                                                                         "unit_passed": True, "lint_clean": False}
 
 
 def test_a_bad_waivers_file_is_refused_with_its_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.facts import FactError, Provenance, RepoState
-from policyrun.trace import CheckRecord, PhaseRecord, Read, RulebookRef, Trace, VerdictRecord
+from policyrun.trace import CHECK_FIELDS, CheckRecord, PhaseRecord, Read, RulebookRef, Trace, VerdictRecord
 
 GOLDEN = Path(__file__).parent / "golden"
 RULEBOOK = "rulebooks/upgrade-gpu-version.yaml"
@@ -70,8 +70,12 @@ def _c(id: str, kind: str, expression: str, result: str, reads: list[Read] | Non
 
 def _p(phase: str, title: str, status: str, reason: str, next_action: str, line: int,
        evidence: list[CheckRecord] | None = None, blocker: str | None = None) -> PhaseRecord:
+    # `evidence` lists every check in evaluation order (as format 1 did); each goes to its field.
+    fields: dict[str, Any] = {name: [c for c in evidence or [] if c.kind == kind] for name, kind in CHECK_FIELDS.items()}
+    for name in ("mode_check", "next_action_check"):
+        fields[name] = fields[name][0] if fields[name] else None
     return PhaseRecord(phase=phase, title=title, status=status, reason=reason,  # type: ignore[arg-type]
-                       evidence=evidence or [], blocker=blocker, next_allowed_action=next_action,
+                       **fields, blocker=blocker, next_allowed_action=next_action,
                        location=f"{RULEBOOK}:{line}:5")
 
 

@@ -52,6 +52,6 @@ def explain(request: ExplainRequest, access: PathCheck | None = None) -> Explain
     chosen = [p for p in trace.phases if request.phase is None or p.phase == request.phase]
     if request.failures_only:
         chosen = [p for p in chosen if p.status in FAILING]
-    phases = [PhaseChecks(p, [c for c in p.evidence if not request.failures_only or is_decisive(c)])
+    phases = [PhaseChecks(p, [c for c in p.checks() if not request.failures_only or is_decisive(c)])
               for p in chosen]
     return ExplainResult(trace, text, phases, problems)

@@ -243,5 +243,5 @@ TRACE_RECORDS: dict[type[RecordView], type[Any]] = {
 VIEW_ONLY: dict[type[RecordView], frozenset[str]] = {
     ReadOut: frozenset({"truncated"}),  # the start of a large value's JSON: the trace keeps all of it
     CheckOut: frozenset({"probes"}),  # the probes behind a check: its facts, then the probes its reads name
-    ExplainedPhase: frozenset({"checks"}),  # the checks explained: a selection of the phase's evidence
+    ExplainedPhase: frozenset({"checks"}),  # the checks explained: a selection of PhaseRecord.checks()
 }

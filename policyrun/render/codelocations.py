@@ -345,8 +345,8 @@ def _param_files(prov: Provenance) -> list[str]:
 
 def failing_checks(phase: PhaseRecord) -> list[CheckRecord]:
     """The checks that explain a non-PASS phase: those that imposed a status, else the decisive ones."""
-    imposed = [c for c in phase.evidence if c.outcome is not None and c.outcome != "PASS"]
-    return imposed or [c for c in phase.evidence if is_decisive(c)]
+    imposed = [c for c in phase.checks() if c.outcome is not None and c.outcome != "PASS"]
+    return imposed or [c for c in phase.checks() if is_decisive(c)]
 
 
 def phase_locations(trace: Trace, phase: PhaseRecord, resolver: Resolver,

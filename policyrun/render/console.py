@@ -27,8 +27,8 @@ def verdict_line(trace: Trace) -> str:
 def phase_headline(phase: PhaseRecord) -> str:
     """The REASON column: the blocker, with a BLOCKED or STOPPED phase's FAILs first
     (policyrun.headline, which also writes the `incomplete` verdict's summary)."""
-    return headline({"status": phase.status, "blocker": phase.blocker, "reason": phase.reason,
-                     "evidence": [{"outcome": c.outcome, "message": c.message} for c in phase.evidence]})
+    return headline({"status": phase.status, "blocker": phase.blocker, "reason": phase.reason},
+                    [{"outcome": c.outcome, "message": c.message} for c in phase.checks()])
 
 
 def _rows(trace: Trace) -> list[tuple[str, str, str, str]]:

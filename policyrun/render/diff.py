@@ -49,8 +49,8 @@ def _check_diff(old: CheckRecord | None, new: CheckRecord | None) -> dict[str, A
 
 
 def _checks_diff(old: PhaseRecord | None, new: PhaseRecord | None) -> list[dict[str, Any]]:
-    old_checks = {_check_key(c): c for c in (old.evidence if old else [])}
-    new_checks = {_check_key(c): c for c in (new.evidence if new else [])}
+    old_checks = {_check_key(c): c for c in (old.checks() if old else [])}
+    new_checks = {_check_key(c): c for c in (new.checks() if new else [])}
     keys = list(new_checks) + [k for k in old_checks if k not in new_checks]
     out = []
     for key in keys:

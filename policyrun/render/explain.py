@@ -101,15 +101,16 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
     lines.append(f"  next:    {phase.next_allowed_action}")
     if phase.location:
         lines.append(f"  defined: {phase.location}")
-    deciders = [c for c in phase.evidence if c.outcome is not None]
+    recorded = list(phase.checks())
+    deciders = [c for c in recorded if c.outcome is not None]
     if deciders:
         lines.append("  decided by: " + ", ".join(f"{check_label(c.kind, c.id)} -> {c.outcome}" for c in deciders))
-    checks = [c for c in phase.evidence if is_decisive(c)] if failures else list(phase.evidence)
+    checks = [c for c in recorded if is_decisive(c)] if failures else recorded
     if checks:
         lines.append("  checks:")
         for check in checks:
             lines += [f"    {line}" for line in _check_lines(check, trace)]
-    elif not phase.evidence:
+    elif not recorded:
         why = " (the phase was not evaluated)" if phase.status == "SKIPPED" else ""
         lines.append(f"  checks: none recorded{why}")
     return lines
@@ -151,8 +152,8 @@ def render_explain(trace: Trace, *, phase: str | None = None, failures: bool = F
            f"verdict: {trace.verdict.id}{summary} (exit {trace.exit_code})",
            f"{trace.rulebook.identity()} · facts sha256 {trace.facts_sha256}"]
     out += _summary_lines(trace) + _exception_lines(trace)  # the summary comes first, right after the header
-    asked = sorted({p for ph in trace.phases for c in ph.evidence for p in asked_only(c)}
-                   - {r.path.split(".")[1] for ph in trace.phases for c in ph.evidence for r in c.reads
+    asked = sorted({p for ph in trace.phases for c in ph.checks() for p in asked_only(c)}
+                   - {r.path.split(".")[1] for ph in trace.phases for c in ph.checks() for r in c.reads
                       if r.path.startswith("facts.")})
     if asked:
         out.append("probes read only through failed()/error_code(): " + ", ".join(

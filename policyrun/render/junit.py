@@ -35,7 +35,7 @@ def _failure_body(phase: PhaseRecord) -> str:
     lines = [f"{phase.phase} is {phase.status}: {phase.reason}"]
     if phase.blocker:
         lines.append(f"blocker: {phase.blocker}")
-    for check in phase.evidence:
+    for check in phase.checks():
         if not is_decisive(check):
             continue
         outcome = f" -> {check.outcome}" if check.outcome else ""

@@ -26,7 +26,7 @@ TONES = {"pass": "PASS", "partial": "PARTIAL", "fail": "FAIL", "blocked": "BLOCK
 
 
 def phase_evidence(trace: Trace, phase: PhaseRecord, exceptions: list[TraceException]) -> dict[str, Any]:
-    probes = sorted({p for c in phase.evidence for p in check_probes(c)})
+    probes = sorted({p for c in phase.checks() for p in check_probes(c)})
     kinds = {p: trace.provenance[p].kind for p in probes if p in trace.provenance}
     files = [f.model_dump(mode="json") for f in trace.evidence_files if f.probe in kinds]
     stale = {s.probe for s in trace.stale_facts} & set(probes)

@@ -3,7 +3,8 @@
 Templates (ours and rulebooks') render this view, never the trace models directly: plain dicts,
 lists and strings are all a sandboxed template needs, and the view is where the rulebook-agnostic
 sections are derived. Nothing here evaluates an expression again; every value comes from
-`trace.phases[].evidence[].reads` and `trace.provenance`.
+the reads of the phases' checks (`trace.phases[]` and `PhaseRecord.checks()`) and
+`trace.provenance`.
 """
 
 from __future__ import annotations
@@ -141,9 +142,11 @@ def _check_view(check: CheckRecord, provenance: Mapping[str, dict[str, Any]]) ->
 def record_text(phase: PhaseRecord) -> str:
     """The workflow's phase record (`phase / status / evidence / blocker / next_allowed_action`)."""
     lines = [f"phase: {phase.phase}", f"status: {phase.status}"]
-    if phase.evidence:
+    checks = list(phase.checks())
+    if checks:
+        # The workflow's record calls every check of the phase its evidence.
         lines.append("evidence:")
-        for check in phase.evidence:
+        for check in checks:
             outcome = f" -> {check.outcome}" if check.outcome else ""
             reads = "; ".join(format_read(r, 72) for r in check.reads)
             lines.append(f"  - {check_label(check.kind, check.id)}: {check.result}{outcome}"
@@ -157,7 +160,7 @@ def record_text(phase: PhaseRecord) -> str:
 
 def _phase_view(phase: PhaseRecord, index: int, provenance: Mapping[str, dict[str, Any]],
                 hardware: bool) -> dict[str, Any]:
-    checks = [_check_view(c, provenance) for c in phase.evidence]
+    checks = [_check_view(c, provenance) for c in phase.checks()]
     return {
         "index": index,
         "id": phase.phase,
@@ -194,7 +197,7 @@ def _walk(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any, Map
 
 def _all_reads(trace: Trace) -> Iterator[tuple[PhaseRecord, CheckRecord, Read]]:
     for phase in trace.phases:
-        for check in phase.evidence:
+        for check in phase.checks():
             for read in check.reads:
                 yield phase, check, read
 
@@ -277,7 +280,7 @@ def _impact_matrix(trace: Trace, context: Mapping[str, Any]) -> dict[str, Any] |
 def _gaps(trace: Trace) -> list[dict[str, Any]]:
     gaps = []
     for phase in trace.phases:
-        for check in phase.evidence:
+        for check in phase.checks():
             if check.result != "UNKNOWN":
                 continue
             missing = [format_read(r) for r in check.reads if r.missing or r.error]
@@ -296,7 +299,7 @@ def _fact_error(trace: Trace, probe: str) -> FactError | None:
 
 
 def _reads_hardware(phase: PhaseRecord, trace: Trace) -> list[str]:
-    probes = {p for c in phase.evidence for p in check_probes(c)}
+    probes = {p for c in phase.checks() for p in check_probes(c)}
     return sorted(f"{p} ({trace.provenance[p].kind})" for p in probes
                   if p in trace.provenance and family(trace.provenance[p].kind) in HARDWARE_FAMILIES)
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from policyrun.tracerecords import phase_checks
+
 pytest.importorskip("ray")
 
 RULEBOOK = Path(__file__).resolve().parent.parent / "data" / "cluster" / "cell.yaml"
@@ -56,7 +58,7 @@ def test_collect_labels_every_node_and_names_the_one_that_disagrees(ray_cluster:
     trace = json.loads((tmp_path / "t" / "trace.json").read_text())
     agree = trace["phases"][0]
     assert agree["status"] == "FAIL"
-    shown = json.dumps(agree["evidence"])
+    shown = json.dumps(list(phase_checks(agree)))
     assert odd in shown and "560.35.03" in shown
 
 

@@ -17,6 +17,7 @@ import pytest
 from policyrun.cli import main
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.registry import get
+from policyrun.tracerecords import phase_checks
 from tests.real.conftest import _git
 
 RELEASES = ("v0.26.0", "v0.27.0")
@@ -198,5 +199,5 @@ def test_the_flagship_no_longer_blocks_diff_vllm_on_the_fallback(bart_repo: Path
         mp.undo()
     trace = json.loads((out / "trace.json").read_text())
     diff = next(p for p in trace["phases"] if p["phase"] == "DIFF_VLLM")
-    check = next(c for c in diff["evidence"] if c["id"] == "imports_resolved_at_current")
+    check = next(c for c in phase_checks(diff) if c["id"] == "imports_resolved_at_current")
     assert check["result"] == "SATISFIED" and check["violations"] == [], check

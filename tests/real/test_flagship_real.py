@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from policyrun.cli import main
+from policyrun.tracerecords import phase_checks
 from tests.real.conftest import copy_repo, git
 
 PLANNING = ["--mode", "planning-audit", "--set", "target_ref=v0.27.0"]
@@ -160,7 +161,7 @@ def test_planning_statuses(planning: dict[str, Any]) -> None:
 
 def test_architecture_gate_blocks_only_for_the_attestation(planning: dict[str, Any]) -> None:
     gate = phases(planning)["ARCHITECTURE_GATE"]
-    imposed = [c["id"] for c in gate["evidence"] if c["outcome"]]
+    imposed = [c["id"] for c in phase_checks(gate) if c["outcome"]]
     assert imposed == ["attestation_present"], imposed
     rows = derived(planning, "impact_matrix")
     assert gate["blocker"].startswith("no architecture attestation")
@@ -215,7 +216,7 @@ def test_runtime_check_found(planning: dict[str, Any]) -> None:
     checks = {r["site"]: r["context"] for r in derived(planning, "runtime_checks")}
     assert checks["afd_plugin/compat/vllm.py:35"] == "compare"  # _parse_release(v) == _parse_release(TARGET)
     assert sum(c == "call_arg" for c in checks.values()) >= 3  # version_text.startswith(TARGET)
-    pin_check = next(c for c in phases(planning)["INVENTORY_AFD_CONTRACTS"]["evidence"]
+    pin_check = next(c for c in phase_checks(phases(planning)["INVENTORY_AFD_CONTRACTS"])
                      if c["id"] == "pin_matches_runtime_check")
     assert pin_check["result"] == "SATISFIED"
 
@@ -255,7 +256,7 @@ def test_target_toolchain_is_shown(vllm_repo: Path, planning: dict[str, Any]) ->
 
 
 def test_native_gpu_sources_are_not_the_ascend_build(afd_repo: Path, planning: dict[str, Any]) -> None:
-    native = next(c for c in phases(planning)["INVENTORY_AFD_CONTRACTS"]["evidence"]
+    native = next(c for c in phase_checks(phases(planning)["INVENTORY_AFD_CONTRACTS"])
                   if c["id"] == "native_sources_inventoried")
     assert native["result"] == "SATISFIED"
     cuda = [p for p in git(afd_repo, "ls-files").split("\n") if p.endswith((".cu", ".cuh"))]
@@ -390,11 +391,11 @@ def test_static_gate_names_the_failure_and_the_collection_skips(implemented: tup
     for earlier in ("FREEZE_IDENTITY", "INVENTORY_AFD_CONTRACTS", "DIFF_VLLM", "ARCHITECTURE_GATE",
                     "PRODUCE_STAGED_PLAN", "IMPLEMENT_ATOMIC_ADAPTATIONS"):
         assert by_id[earlier]["status"] == "PASS", (earlier, by_id[earlier]["blocker"])
-    implement = {c["id"]: c for c in by_id["IMPLEMENT_ATOMIC_ADAPTATIONS"]["evidence"]}
+    implement = {c["id"]: c for c in phase_checks(by_id["IMPLEMENT_ATOMIC_ADAPTATIONS"])}
     assert all(implement[c]["result"] == "UNSATISFIED" and implement[c]["waiver"] for c in SED_ONLY_FAILURES)
     gate = by_id["STATIC_AND_UNIT_GATE"]
     assert gate["status"] != "PASS"
-    messages = {c["id"]: c["message"] or "" for c in gate["evidence"]}
+    messages = {c["id"]: c["message"] or "" for c in phase_checks(gate)}
     # independent truth from the XML itself
     from xml.etree import ElementTree
     cases = ElementTree.parse(afd_unit_junit).getroot().iter("testcase")
@@ -420,7 +421,7 @@ def test_static_gate_is_not_a_pass_without_the_failure(implemented: tuple[Path, 
     trace = _implementation(repo, base, vllm_repo, junit, tmp_path / "out", monkeypatch)
     gate = phases(trace)["STATIC_AND_UNIT_GATE"]
     assert gate["status"] == "BLOCKED"
-    assert {c["id"]: c["result"] for c in gate["evidence"]}["unit_passed"] == "SATISFIED"
+    assert {c["id"]: c["result"] for c in phase_checks(gate)}["unit_passed"] == "SATISFIED"
     assert "skipped at collection" in gate["blocker"]
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
+from policyrun.tracerecords import phase_checks
 from tests.real.conftest import git
 from tests.real.test_bindings_real import define, signature
 from tests.real.test_flagship_real import (Upstream, _definition, _strip_strings, changed_files, plugin_dependencies,
@@ -60,7 +61,7 @@ def phases(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def check(trace: dict[str, Any], phase: str, cid: str) -> dict[str, Any]:
-    return next(c for c in phases(trace)[phase]["evidence"] if c["id"] == cid)
+    return next(c for c in phase_checks(phases(trace)[phase]) if c["id"] == cid)
 
 
 def derived(trace: dict[str, Any], name: str) -> Any:

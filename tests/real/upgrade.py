@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from policyrun.cli import main
+from policyrun.tracerecords import phase_checks
 from tests.real.conftest import ROOT, _git
 
 UPGRADE_DIR = "afd-plugin-upgrade-0.27.0"
@@ -391,7 +392,7 @@ def phase(trace: dict[str, Any], pid: str) -> dict[str, Any]:
 
 
 def checks(trace: dict[str, Any], pid: str) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c for c in phase(trace, pid)["evidence"]}
+    return {c["id"]: c for c in phase_checks(phase(trace, pid))}
 
 
 def statuses(trace: dict[str, Any]) -> dict[str, str]:
