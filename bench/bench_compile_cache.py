@@ -6,7 +6,7 @@ Each round starts three fresh interpreters on the same N-rule rulebook (bench_pe
 and times, inside each, `load_checked` and the first evaluation of the facts:
   cold      no disk cache at all (POLICYRUN_NO_CACHE=1): lint and every expression compiled
   lint      the lint cache warm, the compile cache empty: every expression compiled
-  warm      both warm: the compiled expressions loaded from the compile cache (policyrun.compilecache)
+  warm      both warm: the compiled expressions loaded from the compile cache (policyrun.language.compilecache)
 Also timed in each: the fastest of three further evaluations, which the first one is compared with
 (the first evaluation less that is what compiling cost it). Rounds alternate; min / median / max.
 """
@@ -31,7 +31,7 @@ sys.path.insert(0, {root!r})
 sys.path.insert(0, {bench!r})
 from pathlib import Path
 import bench_peers
-from policyrun.engine import evaluate, load_checked
+from policyrun.evaluate.engine import evaluate, load_checked
 w = bench_peers.rules({n}, Path({tmp!r}))
 t0 = time.perf_counter()
 rb = load_checked(w.rulebook)

@@ -24,8 +24,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's policyrun, not an installed one
-from policyrun.engine import evaluate, load_checked  # noqa: E402
-from policyrun.expr import compile_condition, evaluate as cel_eval  # noqa: E402
+from policyrun.evaluate.engine import evaluate, load_checked  # noqa: E402
+from policyrun.language.expr import compile_condition, evaluate as cel_eval  # noqa: E402
 from policyrun.facts import Fact, FactsSnapshot, Provenance  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/timing.py, also when imported by tests
 from timing import best_of  # noqa: E402

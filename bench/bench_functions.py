@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policyrun.expr import compile_expr, evaluate
+from policyrun.language.expr import compile_expr, evaluate
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/timing.py, also when imported by tests
 from timing import best_of  # noqa: E402
 

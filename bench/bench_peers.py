@@ -39,8 +39,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from policyrun.engine import evaluate, load_checked  # noqa: E402
-from policyrun.expr import compile_condition, compile_expr, evaluate as cel_eval  # noqa: E402
+from policyrun.evaluate.engine import evaluate, load_checked  # noqa: E402
+from policyrun.language.expr import compile_condition, compile_expr, evaluate as cel_eval  # noqa: E402
 from policyrun.facts import Fact, FactsSnapshot, Provenance, load_facts  # noqa: E402
 
 try:
@@ -166,7 +166,7 @@ results := {"identity_sources": identity_sources, "base_versions": base_versions
 def flagship(tmp: Path) -> Workload:
     """The flagship's derived values, copied from its rulebook (so they stay what it ships), in a
     rulebook of their own over the planning example's real facts."""
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.rulebook import load_rulebook
 
     source = load_rulebook(FLAGSHIP).model  # the overlay merged onto the generic rulebook it extends
     snap = load_facts(FLAGSHIP_FACTS)

@@ -33,8 +33,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from policyrun.engine import evaluate, load_checked  # noqa: E402
-from policyrun.expr import compile_expr, evaluate as cel_eval  # noqa: E402
+from policyrun.evaluate.engine import evaluate, load_checked  # noqa: E402
+from policyrun.language.expr import compile_expr, evaluate as cel_eval  # noqa: E402
 from policyrun.facts import Fact, FactsSnapshot, Provenance  # noqa: E402
 
 LIMIT = 1.15

@@ -4,7 +4,7 @@
 
 For each rulebook, as loaded (an overlay resolved onto its base), prints the number of CEL
 expressions and their bytes: conditions, derived values, `violations` lists, probe parameters
-and every `${...}` inside a template, as lint lists them (policyrun.checks.expression_sites).
+and every `${...}` inside a template, as lint lists them (policyrun.language.checks.expression_sites).
 Also the bytes of the rulebook's own file, and of the guards of the shape "an input given and not
 empty" written out by hand (`inputs.x != null && inputs.x != ""` and its negation), which the
 `given()` helper replaces. Deterministic: run it before and after a rewrite and compare.
@@ -17,9 +17,9 @@ import re
 import sys
 from pathlib import Path
 
-from policyrun.checks import expression_sites
-from policyrun.locate import shipped_rulebooks
-from policyrun.rulebook import load_rulebook
+from policyrun.language.checks import expression_sites
+from policyrun.language.locate import shipped_rulebooks
+from policyrun.language.rulebook import load_rulebook
 
 # `inputs.x == null || inputs.x == ""` (and `!= ... &&`), spaces and quotes as written.
 _HAND_GUARD = re.compile(r'inputs\.(\w+)\s*(==|!=)\s*null\s*(\|\||&&)\s*inputs\.\1\s*(==|!=)\s*(""|\'\')')

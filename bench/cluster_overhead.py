@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from policyrun.collection.cluster import collect_cluster  # noqa: E402
 from policyrun.collection.run import collect  # noqa: E402
-from policyrun.rulebook import load_rulebook  # noqa: E402
+from policyrun.language.rulebook import load_rulebook  # noqa: E402
 
 RULEBOOK = ROOT / "tests" / "data" / "cluster" / "cell.yaml"
 

@@ -10,7 +10,7 @@ traces have. Expressions, locations, hashes, reads and the derived values only o
 differ (a rewrite states predicates differently); the last are listed, not counted as changes.
 With --checks it also compares every check of every phase by kind, id, result and outcome, in
 order (for a change that must keep the checks themselves, such as a new trace format). Either
-tree may hold traces of format 1 or 2 (read as format 2: policyrun.trace.upgrade_format1).
+tree may hold traces of format 1 or 2 (read as format 2: policyrun.trace.model.upgrade_format1).
 Prints one line per difference and a summary; exit 1 when anything differs, 0 otherwise.
 """
 
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policyrun.trace import upgrade_format1
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.model import upgrade_format1
+from policyrun.trace.records import phase_checks
 
 
 def _phases(trace: dict[str, Any], checks: bool = False) -> dict[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from policyrun.trace import Trace, load_trace  # noqa: E402
+from policyrun.trace.model import Trace, load_trace  # noqa: E402
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 # Headless, and nothing that reaches the network: the page must render from the file alone.

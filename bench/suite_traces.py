@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from policyrun.ruletest import Coverage, discover, run_suite
+from policyrun.audit.ruletest import Coverage, discover, run_suite
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from policyrun.model import Rulebook
 from policyrun.yamlsource import NodePath
 
-# The one list of check kinds. A trace records the first six (policyrun.trace.CheckRecord.kind);
+# The one list of check kinds. A trace records the first six (policyrun.trace.model.CheckRecord.kind);
 # a derived value is a check too (`policyrun test` covers it) but the trace records it apart.
 RecordKind = Literal["precondition", "stop_when", "evidence", "mode_selection", "verdict", "template"]
 CheckKind = RecordKind | Literal["derive"]
@@ -133,7 +133,7 @@ class RulebookCheck:
 
 
 def location_key(check: CheckId, index: int | None = None) -> str:
-    """The key a check's location is looked up under while evaluating (policyrun.engine.
+    """The key a check's location is looked up under while evaluating (policyrun.evaluate.engine.
     check_locations builds the table from `rulebook_checks`, whose keys come from here). A
     precondition or stop condition is keyed by its `index` in its list, for it may have no id; a
     `template` check (`next:STATUS`) by the status whose `next:` text it is."""

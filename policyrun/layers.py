@@ -34,28 +34,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the guard its expressions run under, report templates, inputs, waivers and test files, static
     # checks, lint (which runs expressions and compiles templates, so both sit here rather than
     # with evaluation and the renderers).
-    ("language", ("policyrun.rulebook", "policyrun.rulebooktext", "policyrun.overlay", "policyrun.locate",
-                  "policyrun.celast", "policyrun.celsyntax", "policyrun.expr", "policyrun.compilecache",
-                  "policyrun.guard", "policyrun.render.templatefiles", "policyrun.render.templating",
-                  "policyrun.render.sandbox",
-                  "policyrun.functions", "policyrun.functions.*", "policyrun.derivegraph", "policyrun.inputs",
-                  "policyrun.checks", "policyrun.violationrows", "policyrun.typecheck", "policyrun.vacuous", "policyrun.commandlint",
-                  "policyrun.waivers", "policyrun.testsuite", "policyrun.suitelint", "policyrun.lint",
-                  "policyrun.lintcache")),
+    ("language", ("policyrun.language", "policyrun.language.*", "policyrun.render.templatefiles",
+                  "policyrun.render.templating", "policyrun.render.sandbox")),
     # The trace every consumer reads, what is said about one, and the envelopes that sign it.
-    ("trace", ("policyrun.trace", "policyrun.tracerecords", "policyrun.traceconsistency", "policyrun.traceexceptions",
-               "policyrun.headline", "policyrun.dsse")),
+    ("trace", ("policyrun.trace", "policyrun.trace.*")),
     # Evaluation: derived values, the interpreter in its guarded worker, baselines, the
     # values a trace summarises kept whole, the engine's glue.
-    ("evaluate", ("policyrun.expreval", "policyrun.guardworker", "policyrun.derive", "policyrun.interpreter",
-                  "policyrun.baseline", "policyrun.tracevalues", "policyrun.engine")),
+    ("evaluate", ("policyrun.evaluate", "policyrun.evaluate.*")),
     # Collection: probes planned as a graph whose parameters may read derived values.
     ("collect", ("policyrun.collection", "policyrun.collection.*")),
     # Reports, from the trace only.
     ("render", ("policyrun.render", "policyrun.render.*")),
     # Re-evaluating a claim and signing statements about it; running a rulebook's own tests.
-    ("audit", ("policyrun.verify", "policyrun.ruletest", "policyrun.casefilter",
-               "policyrun.testreport")),
+    ("audit", ("policyrun.audit", "policyrun.audit.*")),
     # The use cases both interfaces call, with typed requests and results: lint, collect, evaluate,
     # explain, next actions, probe descriptions, expressions, evidence files, reports, verify.
     # Never imports an interface: the CLI and the MCP server share this, not each other's helpers.

@@ -122,7 +122,7 @@ def depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 # Derived values of one evaluation (or one collection), in sum: each expression already has its
-# own time limit (policyrun.guard) and the function library its size bounds, but a chain of
+# own time limit (policyrun.language.guard) and the function library its size bounds, but a chain of
 # derived values each doubling the last stays under both while the whole grows without bound.
 DERIVED_SECONDS = 60.0  # CPU spent computing derived values, all of them together
 DERIVED_BYTES = 64 * MIB  # their values' size, counted as JSON text, all of them together

@@ -1,7 +1,7 @@
 """The rulebook language as frozen pydantic models.
 
 The models validate shape only. Cross-references (modes naming phases, checks naming probes)
-and expressions are checked by `policyrun.rulebook`/`policyrun.lint`, which know positions.
+and expressions are checked by `policyrun.language.rulebook`/`policyrun.language.lint`, which know positions.
 Short forms that people write (a precondition as a bare string, a mode phase as a bare id) are
 normalised here so everything downstream sees one shape.
 """

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 def schema_for(which: str) -> dict[str, Any]:
     from policyrun.facts import FactsSnapshot
     from policyrun.model import Rulebook
-    from policyrun.trace import Trace
-    from policyrun.waivers import WaiverFile
+    from policyrun.trace.model import Trace
+    from policyrun.language.waivers import WaiverFile
 
     models: dict[str, type[BaseModel]] = {"rulebook": Rulebook, "facts": FactsSnapshot, "trace": Trace,
                                           "waivers": WaiverFile}

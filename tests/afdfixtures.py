@@ -713,9 +713,9 @@ def collect_facts(mode: str, inputs: Mapping[str, Any], *, cwd: Path,
     A replaced fact keeps the parameters the rulebook gave its probe in this collection, so
     `evaluate --facts` accepts the snapshot (it refuses facts collected with other parameters)."""
     from policyrun.collection.run import collect
-    from policyrun.engine import load_checked
+    from policyrun.evaluate.engine import load_checked
     from policyrun.facts import Fact, FactsSnapshot, Provenance
-    from policyrun.inputs import resolve_inputs
+    from policyrun.language.inputs import resolve_inputs
 
     rb = load_checked(rulebook)
     bound = resolve_inputs(rb.model, values=dict(inputs))

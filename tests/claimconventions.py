@@ -12,7 +12,7 @@ FLAGSHIP = Path(__file__).resolve().parents[1] / "rulebooks" / "upgrade-gpu-vers
 
 def flagship_vars() -> dict[str, Any]:
     """Every var of the flagship: its overlay's merged onto upgrade-vllm-plugin's."""
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.rulebook import load_rulebook
 
     return dict(load_rulebook(FLAGSHIP).model.vars)
 

@@ -221,8 +221,8 @@ def run_command(session: Session, command: str) -> str:
         from policyrun.cli import main
 
         out = io.StringIO()
-        with _environment(session.cwd, env), mock.patch("policyrun.engine.now_utc", return_value=NOW), \
-                mock.patch("policyrun.engine.run_record", return_value=RUN), \
+        with _environment(session.cwd, env), mock.patch("policyrun.evaluate.engine.now_utc", return_value=NOW), \
+                mock.patch("policyrun.evaluate.engine.run_record", return_value=RUN), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
                 main(words[1:])
@@ -251,8 +251,8 @@ def _shim(session: Session) -> Path:
         shim = folder / "policyrun"
         shim.write_text(f"#!{sys.executable}\n"
                         "import sys\nfrom unittest import mock\n"
-                        f"mock.patch('policyrun.engine.now_utc', return_value={NOW!r}).start()\n"
-                        f"mock.patch('policyrun.engine.run_record', return_value={RUN!r}).start()\n"
+                        f"mock.patch('policyrun.evaluate.engine.now_utc', return_value={NOW!r}).start()\n"
+                        f"mock.patch('policyrun.evaluate.engine.run_record', return_value={RUN!r}).start()\n"
                         "from policyrun.cli import main\nsys.exit(main(sys.argv[1:]))\n")
         shim.chmod(0o755)
     return folder

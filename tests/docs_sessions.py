@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 

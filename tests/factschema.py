@@ -1,6 +1,6 @@
 """Check a fact value against its probe kind's fact schema the way type-aware lint reads it.
 
-Lint (policyrun.typecheck) treats an object schema that lists `properties` without
+Lint (policyrun.language.typecheck) treats an object schema that lists `properties` without
 `additionalProperties` as closed: a path to any other field is L028. So a probe that emits a field
 its schema does not list makes lint reject a rulebook that reads a real fact. Here every such object
 is closed for JSON Schema validation, so each emitted field must be listed and each value must have

@@ -192,7 +192,7 @@ def trace(project: Path) -> Path:
 def test_explain_gives_the_text_and_the_records_it_explains(trace: Path) -> None:
     from policyrun.app.explain import ExplainRequest, explain
     from policyrun.render.explain import render_explain
-    from policyrun.trace import load_trace
+    from policyrun.trace.model import load_trace
 
     result = explain(ExplainRequest(trace, failures_only=True))
     assert result.text == render_explain(load_trace(trace), failures=True) and result.inconsistencies == []

@@ -22,7 +22,7 @@ import pytest
 from test_verify import APP_HEAD, OVERLAY, Scenario, facts_doc
 
 from policyrun.cli import main
-from policyrun.dsse import pae
+from policyrun.trace.dsse import pae
 
 SCHEMAS = Path(__file__).parent / "schemas"
 STATEMENT = jsonschema.Draft202012Validator(json.loads((SCHEMAS / "in-toto-statement-v1.schema.json").read_text()))
@@ -251,7 +251,7 @@ def _keys(tmp_path: Path, name: str = "key", seed: str | None = None) -> tuple[P
 
 
 def test_signature_matches_the_dsse_vector(tmp_path: Path) -> None:
-    from policyrun import dsse
+    from policyrun.trace import dsse
 
     private, public = _keys(tmp_path, seed=SEED_A)
     envelope = dsse.sign(STATEMENT_BODY, private)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from policyrun.cli import main
-from policyrun.expr import ExprError, compile_expr
+from policyrun.language.expr import ExprError, compile_expr
 
 PREFIX = "syntax error in the expression: "
 

@@ -10,9 +10,9 @@ import pytest
 
 from policyrun.checkid import CheckId, check_label, rulebook_checks, split_in_phase
 from policyrun.cli import main
-from policyrun.engine import check_locations
-from policyrun.rulebook import load_rulebook
-from policyrun.tracerecords import phase_checks
+from policyrun.evaluate.engine import check_locations
+from policyrun.language.rulebook import load_rulebook
+from policyrun.trace.records import phase_checks
 
 RULEBOOK = """\
 policyrun: 1

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from policyrun import expr
+from policyrun.language import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.repo.claims import ClaimsProbe, parse_blocks

@@ -176,12 +176,12 @@ def test_trace_records_reads_and_provenance(rulebook: Path, tmp_path: Path) -> N
 
 def test_internal_error_is_one_line_with_log(monkeypatch: pytest.MonkeyPatch, rulebook: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    import policyrun.engine
+    import policyrun.evaluate.engine
 
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(policyrun.engine, "evaluate", boom)
+    monkeypatch.setattr(policyrun.evaluate.engine, "evaluate", boom)
     rc = run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts",
              str(facts_file(tmp_path, x=1)), "--out", str(tmp_path / "o"))
     err = capsys.readouterr().err
@@ -193,12 +193,12 @@ def test_internal_error_is_one_line_with_log(monkeypatch: pytest.MonkeyPatch, ru
 
 def test_debug_after_the_command_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, rulebook: Path,
                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import policyrun.engine
+    import policyrun.evaluate.engine
 
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(policyrun.engine, "evaluate", boom)
+    monkeypatch.setattr(policyrun.evaluate.engine, "evaluate", boom)
     rc = run("evaluate", str(rulebook), "-m", "plan", "--set", "target_ref=v", "--facts",
              str(facts_file(tmp_path, x=1)), "--out", str(tmp_path / "o"), "--debug")
     assert rc == 4

@@ -200,7 +200,7 @@ def test_an_unknown_report_format_stays_r004_and_a_stray_option_is_r009(
 
 
 def test_an_expression_over_the_length_bound_is_x005_not_a_syntax_error() -> None:
-    from policyrun.expr import MAX_EXPRESSION_CHARS, ExprError, compile_expr
+    from policyrun.language.expr import MAX_EXPRESSION_CHARS, ExprError, compile_expr
 
     with pytest.raises(ExprError) as err:
         compile_expr("1 + " * (MAX_EXPRESSION_CHARS // 4) + "1 == 2")
@@ -211,7 +211,7 @@ def test_an_expression_over_the_length_bound_is_x005_not_a_syntax_error() -> Non
 
 
 def test_an_overlay_without_a_name_is_o006_not_a_bad_extends(tmp_path: Path) -> None:
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.rulebook import load_rulebook
 
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text("policyrun: 1\nextends: upgrade-gpu-version\n")

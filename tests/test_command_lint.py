@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policyrun.lint import findings_for
-from policyrun.rulebook import load_rulebook
+from policyrun.language.lint import findings_for
+from policyrun.language.rulebook import load_rulebook
 
 RULEBOOK = """\
 policyrun: 1

@@ -1,4 +1,4 @@
-"""Compiled expressions stored on disk (policyrun.compilecache) load back as the very expression
+"""Compiled expressions stored on disk (policyrun.language.compilecache) load back as the very expression
 compile_expr gives, and a damaged store is ignored, never trusted."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from policyrun import compilecache
-from policyrun.expr import compile_expr, compiled_from_record, evaluate
+from policyrun.language import compilecache
+from policyrun.language.expr import compile_expr, compiled_from_record, evaluate
 
 SOURCES = [
     "facts.a.n >= 0 && facts.a.name.startsWith('x')",

@@ -11,11 +11,11 @@ import pytest
 
 from policyrun import limits
 from policyrun.cli import main
-from policyrun.derive import derive_values, graph_of
+from policyrun.evaluate.derive import derive_values, graph_of
 from policyrun.errors import PolicyrunError
-from policyrun.expreval import EvalContext
+from policyrun.evaluate.expreval import EvalContext
 from policyrun.facts import FactsSnapshot
-from policyrun.rulebook import load_rulebook
+from policyrun.language.rulebook import load_rulebook
 
 RUNAWAY = "'a'" + ".replace('a', 'aa')" * 29  # 2**29 characters if left to run
 

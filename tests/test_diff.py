@@ -12,7 +12,7 @@ import tracefactory as tf
 
 from policyrun.cli import main
 from policyrun.render.diff import diff_traces, render_diff_json, render_diff_text
-from policyrun.trace import CheckRecord, Read, Trace, VerdictRecord
+from policyrun.trace.model import CheckRecord, Read, Trace, VerdictRecord
 
 
 def _changed_rulebook() -> Trace:

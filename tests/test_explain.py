@@ -123,10 +123,10 @@ phases:
 
 def test_a_stopped_phase_still_shows_every_evidence_result(tmp_path: Path) -> None:
     """docs/semantics.md: when a stop condition fires, the evidence is still evaluated and shown."""
-    from policyrun.engine import evaluate
+    from policyrun.evaluate.engine import evaluate
     from policyrun.facts import Fact, FactsSnapshot, Provenance
-    from policyrun.rulebook import load_rulebook
-    from policyrun.traceconsistency import inconsistencies
+    from policyrun.language.rulebook import load_rulebook
+    from policyrun.trace.consistency import inconsistencies
 
     rb_path = tmp_path / "rb.yaml"
     rb_path.write_text(

@@ -16,10 +16,10 @@ from policyrun import limits
 from policyrun.cli import main
 from policyrun.collection.run import collect
 from policyrun.collection.stale import stale_facts
-from policyrun.engine import evaluate
+from policyrun.evaluate.engine import evaluate
 from policyrun.facts import FactsSnapshot, load_facts
 from policyrun.model import Rulebook
-from policyrun.rulebook import load_rulebook
+from policyrun.language.rulebook import load_rulebook
 from tests.test_collect import code, fake, message, rulebook, run  # noqa: F401 (fake is a fixture)
 
 PKGS = [{"name": "numpy", "pin": "1.26"}, {"name": "torch", "pin": "2.9"}, {"name": "broken", "pin": "0"}]

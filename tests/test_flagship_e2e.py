@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 from tests import afdfixtures as fx
 
 ROOT = Path(__file__).resolve().parent.parent

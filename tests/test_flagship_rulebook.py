@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from policyrun.engine import load_checked
-from policyrun.lint import findings_for
-from policyrun.ruletest import Coverage, run_suite
+from policyrun.evaluate.engine import load_checked
+from policyrun.language.lint import findings_for
+from policyrun.audit.ruletest import Coverage, run_suite
 from tests import afdfixtures as fx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,7 +119,7 @@ def test_rulebook_suite_passes_with_full_coverage() -> None:
 
 def test_suite_overrides_raw_facts_only() -> None:
     """Cases state raw facts; derived values are recomputed, never injected as facts."""
-    from policyrun.ruletest import load_suite
+    from policyrun.audit.ruletest import load_suite
 
     model = load_checked(RULEBOOK).model
     suite = load_suite(SUITE)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from policyrun.expr import Outcome, compile_condition, compile_expr, evaluate
-from policyrun.functions import LIBRARY, LIMIT_MARKER, MAX_ITEMS, MAX_STRING_BYTES, UNKNOWN_MARKER, FunctionError
-from policyrun.functions.library import TYPES, Function, _guarded, sig
-from policyrun.functions.reference import entry
-from policyrun.functions import base as functions_base
-from policyrun.functions import regex as functions_regex
-from policyrun.functions.regex import _compiled
+from policyrun.language.expr import Outcome, compile_condition, compile_expr, evaluate
+from policyrun.language.functions import LIBRARY, LIMIT_MARKER, MAX_ITEMS, MAX_STRING_BYTES, UNKNOWN_MARKER, FunctionError
+from policyrun.language.functions.library import TYPES, Function, _guarded, sig
+from policyrun.language.functions.reference import entry
+from policyrun.language.functions import base as functions_base
+from policyrun.language.functions import regex as functions_regex
+from policyrun.language.functions.regex import _compiled
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "functions.md"
 
@@ -64,7 +64,7 @@ def test_docs_document_exactly_the_library() -> None:
     assert len(documented) == len(set(documented))
     for fn in LIBRARY:
         assert entry(fn) in text, (f"docs/functions.md: the entry for {fn.name} is out of date; "
-                                   "`python -m policyrun.functions.reference` prints the current entries")
+                                   "`python -m policyrun.language.functions.reference` prints the current entries")
 
 
 def test_every_function_is_declared_once_and_no_parameter_is_dyn() -> None:
@@ -593,7 +593,7 @@ def test_the_documented_builtin_examples_are_many() -> None:
 
 @pytest.mark.parametrize(("expr", "shown"), _builtin_rows())
 def test_every_documented_builtin_example_gives_its_result(expr: str, shown: str) -> None:
-    from policyrun.functions.base import literal
+    from policyrun.language.functions.base import literal
 
     assert literal(value(expr)) == shown
 
@@ -639,7 +639,7 @@ def test_given_is_true_for_a_value_that_is_neither_null_nor_empty(expr: str, exp
 
 
 def compile_fails(expr: str) -> bool:
-    from policyrun.expr import ExprError
+    from policyrun.language.expr import ExprError
     try:
         compile_expr(expr)
     except ExprError:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import re2  # type: ignore[import-untyped]
 
-from policyrun.functions.base import FunctionError
-from policyrun.functions.paths import glob_match
+from policyrun.language.functions.base import FunctionError
+from policyrun.language.functions.paths import glob_match
 from policyrun.globs import GlobError, anchored_source, gitignore_source
 from policyrun.probes.base import ProbeError
 from policyrun.probes._kit.paths import PathFilter

@@ -80,7 +80,7 @@ def test_deadline_stops_a_child_stuck_outside_any_expression() -> None:
     """Collection forks the guarded child from a process whose other threads run probes; a child
     that hangs outside an expression (a lock held at the fork) is stopped by the deadline."""
     from policyrun.errors import PolicyrunError
-    from policyrun.guard import run_guarded
+    from policyrun.language.guard import run_guarded
 
     def stuck() -> int:
         time.sleep(120)

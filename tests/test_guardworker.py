@@ -1,4 +1,4 @@
-"""One guard child per process (policyrun.guardworker): evaluations reuse it, yet each evaluation
+"""One guard child per process (policyrun.evaluate.guardworker): evaluations reuse it, yet each evaluation
 sees its own facts, a runaway expression still ends as one located line, and the next evaluation
 in the same process is decided as usual."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from policyrun import guardworker
-from policyrun.engine import evaluate, load_checked
+from policyrun.evaluate import guardworker
+from policyrun.evaluate.engine import evaluate, load_checked
 from policyrun.facts import Fact, FactsSnapshot, Provenance
 
 RUNAWAY = "'a'" + ".replace('a', 'aa')" * 29 + ".size() > 0"
@@ -135,7 +135,7 @@ def test_a_forked_copy_of_the_process_gets_its_own_child() -> None:
 
 
 def _summarise(text: str) -> str:
-    from policyrun import expreval
+    from policyrun.evaluate import expreval
 
     return str(expreval._summary("str", len(text), text)["sha256"])
 
@@ -143,7 +143,7 @@ def _summarise(text: str) -> str:
 def test_values_kept_beside_a_trace_go_to_the_store_of_the_evaluation_that_summarised_them(tmp_path: Path) -> None:
     # The evaluation child is forked with the parent's value hook (evaluate --out keeps summarised
     # values); a later evaluation with another store must not reuse a child that writes into the first.
-    from policyrun.tracevalues import keeping_values
+    from policyrun.evaluate.tracevalues import keeping_values
 
     holder = object()  # the same shared objects both times: nothing else would replace the child
     with keeping_values(tmp_path / "one"):

@@ -54,7 +54,7 @@ def test_a_passing_phase_whose_successor_passed_says_none(tmp_path: Path) -> Non
 
 
 def test_headline_without_fail_is_the_blocker() -> None:
-    from policyrun.headline import headline
+    from policyrun.trace.headline import headline
 
     rec = {"status": "BLOCKED", "blocker": "no GPU"}
     assert headline(rec, [{"outcome": "BLOCKED", "message": "no GPU"}]) == "no GPU"

@@ -20,13 +20,13 @@ import pytest
 
 from policyrun.cli import main
 from policyrun.collection.run import collect
-from policyrun.lint import findings_for
+from policyrun.language.lint import findings_for
 from policyrun.model import Rulebook
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError
 from policyrun.probes.host.general import DEFAULT_ENV_ALLOW, CommandProbe, EnvProbe, PathProbe
 from policyrun.probes.python.modules import PythonModulesProbe, modules_script
 from policyrun.probes.registry import get
-from policyrun.rulebook import load_rulebook
+from policyrun.language.rulebook import load_rulebook
 from tests.fakes import stack_site
 
 KINDS = ["command", "env", "path", "python.modules"]

@@ -262,8 +262,8 @@ def test_force_renders_an_inconsistent_trace_with_a_banner(tmp_path: Path, comma
 
 
 def test_consistency_rules_accept_every_trace_the_engine_and_the_samples_produce() -> None:
-    from policyrun.trace import Trace
-    from policyrun.traceconsistency import inconsistencies
+    from policyrun.trace.model import Trace
+    from policyrun.trace.consistency import inconsistencies
 
     examples = Path(__file__).parent.parent / "examples"
     files = [tf.GOLDEN / "trace.json", *sorted(examples.glob("*/expected/trace.json")),

@@ -197,13 +197,13 @@ def test_the_checker_sees_a_wrong_way_import_and_a_cycle(tmp_path: Path) -> None
     # imports and `from package import submodule`, and skip TYPE_CHECKING blocks.
     source = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
               "from . import render\nfrom .probes import git\nif TYPE_CHECKING:\n    from policyrun import cli\n"
-              "def f():\n    from policyrun.engine import evaluate_all\n")
+              "def f():\n    from policyrun.evaluate.engine import evaluate_all\n")
     path = tmp_path / "x.py"
     path.write_text(source)
     modules = {m: Path() for m in ("policyrun.render", "policyrun.probes", "policyrun.probes.git",
-                                   "policyrun.cli", "policyrun.engine", "policyrun.x")}
+                                   "policyrun.cli", "policyrun.evaluate.engine", "policyrun.x")}
     assert imports_of("policyrun.x", path, modules) == {"policyrun.render", "policyrun.probes.git",
-                                                        "policyrun.engine"}
+                                                        "policyrun.evaluate.engine"}
 
 
 def test_the_architecture_page_maps_every_module_as_the_code_describes_it() -> None:

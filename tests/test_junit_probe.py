@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from policyrun import expr
+from policyrun.language import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.results.junit import TEXT_CAP, JunitProbe

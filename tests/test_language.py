@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from policyrun.lint import findings_for
-from policyrun.engine import evaluate
+from policyrun.language.lint import findings_for
+from policyrun.evaluate.engine import evaluate
 from policyrun.errors import RulebookError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance
-from policyrun.inputs import resolve_inputs, select_mode
-from policyrun.rulebook import load_rulebook
+from policyrun.language.inputs import resolve_inputs, select_mode
+from policyrun.language.rulebook import load_rulebook
 
 CASES = sorted((Path(__file__).parent / "language").glob("*.yaml"))
 

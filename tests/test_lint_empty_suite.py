@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from policyrun.cli import main
-from policyrun.lint import findings_for
-from policyrun.rulebook import load_rulebook
+from policyrun.language.lint import findings_for
+from policyrun.language.rulebook import load_rulebook
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _PROBE = """
 import json, sys
 from pathlib import Path
-from policyrun.lint import lint_file
+from policyrun.language.lint import lint_file
 findings = lint_file(Path(sys.argv[1]))
 json.dump({"findings": [f.render() for f in findings], "modules": sorted(sys.modules)}, sys.stdout)
 """
@@ -40,9 +40,9 @@ def test_cold_lint_imports_no_evaluation_templates_or_probe_implementations(tmp_
     out = _lint_in_child(ROOT / "rulebooks" / "gpu-node-preflight.yaml", tmp_path / "cache")
     assert out["findings"] == []
     modules = set(out["modules"])
-    assert "policyrun.expr" in modules  # it did compile the expressions
-    for name in ("jinja2", "packaging", "policyrun.expreval", "policyrun.derive", "policyrun.interpreter",
-                 "policyrun.guard", "policyrun.render.templating"):
+    assert "policyrun.language.expr" in modules  # it did compile the expressions
+    for name in ("jinja2", "packaging", "policyrun.evaluate.expreval", "policyrun.evaluate.derive", "policyrun.evaluate.interpreter",
+                 "policyrun.language.guard", "policyrun.render.templating"):
         assert name not in modules, f"a cold lint imported {name}"
     probes = sorted(m for m in modules if m.startswith("policyrun.probes."))
     assert probes == ["policyrun.probes.base", "policyrun.probes.declared", "policyrun.probes.registry"]

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from policyrun import lint, lintcache
+from policyrun.language import lint
+
+from policyrun.language import lintcache
 from policyrun.cli import main
 
 RULEBOOK = """\

@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from policyrun import expr
+from policyrun.language import expr
 from policyrun.probes.base import ProbeContext, ProbeError
 from policyrun.probes.python.markers import MarkersProbe
 from tests.gitfixtures import init_repo, snapshot

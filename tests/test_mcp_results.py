@@ -13,7 +13,7 @@ import pytest
 
 from policyrun.mcp import tools
 from policyrun.mcp.results import TRACE_RECORDS, VIEW_ONLY, CheckOut, PhaseOut, ReadOut
-from policyrun.trace import CheckRecord, PhaseRecord, Read
+from policyrun.trace.model import CheckRecord, PhaseRecord, Read
 
 KEY = "k3y-value-123"
 RULEBOOK = """\

@@ -12,7 +12,7 @@ import pytest
 from test_mcp import RULEBOOK, call, data, sdk
 
 from policyrun.cli import main
-from policyrun.locate import shipped_rulebooks
+from policyrun.language.locate import shipped_rulebooks
 
 SHADOW = "root:$6$SALTsalt$HASHhashHASHhash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
 DOTENV = "API_TOKEN=sk_live_abcdef123456\nDB_PASSWORD: hunter2\n"

@@ -9,8 +9,8 @@ import pytest
 
 from policyrun.cli import main
 from policyrun.errors import RulebookError
-from policyrun.lint import lint_file
-from policyrun.rulebook import load_rulebook
+from policyrun.language.lint import lint_file
+from policyrun.language.rulebook import load_rulebook
 
 BASE = """\
 policyrun: 1

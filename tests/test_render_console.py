@@ -95,7 +95,7 @@ def _ci_commands(text: str) -> list[str]:
 
 
 def test_console_output_never_starts_a_ci_log_command() -> None:
-    from policyrun.trace import CheckRecord, PhaseRecord, Read
+    from policyrun.trace.model import CheckRecord, PhaseRecord, Read
 
     check = CheckRecord(id="c", kind="evidence", expression="e", result="UNSATISFIED", outcome="FAIL",
                         message=CI_EVIL, reads=[Read(path="facts.x", value=CI_EVIL)])

@@ -10,7 +10,7 @@ from test_render_sarif import COMPAT, DOCKERFILE, FINDINGS, RULEBOOK, TEST_MATH,
 
 from policyrun.cli import main
 from policyrun.render.github import command, escape_data, escape_property, render_lint_github, render_trace_github
-from policyrun.trace import CheckRecord, PhaseRecord, Read
+from policyrun.trace.model import CheckRecord, PhaseRecord, Read
 
 
 def parse(line: str) -> tuple[str, dict[str, str], str]:

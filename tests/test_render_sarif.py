@@ -23,7 +23,7 @@ from policyrun.errors import Finding, Location
 from policyrun.facts import Provenance, RepoState
 from policyrun.lintcodes import LINT_CODES
 from policyrun.render.sarif import artifact_uri, render_sarif, trace_to_sarif
-from policyrun.trace import CheckRecord, DerivedRecord, PhaseRecord, Read, Trace, load_trace
+from policyrun.trace.model import CheckRecord, DerivedRecord, PhaseRecord, Read, Trace, load_trace
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text())
 
@@ -104,8 +104,8 @@ def test_docs_lint_md_lists_exactly_the_lint_codes() -> None:
 # Modules whose every code is a lint finding (the loaders, static checks, expression compiler,
 # overlays and waivers); in the template modules only codes built into a Finding are lint's
 # (the others are raised while rendering a report).
-LINT_MODULES = ["checks.py", "lint.py", "typecheck.py", "vacuous.py", "rulebook.py", "overlay.py", "yamlsource.py",
-                "expr.py", "waivers.py", "suitelint.py", "commandlint.py"]
+LINT_MODULES = ["language/checks.py", "language/lint.py", "language/typecheck.py", "language/vacuous.py", "language/rulebook.py", "language/overlay.py", "yamlsource.py",
+                "language/expr.py", "language/waivers.py", "language/suitelint.py", "language/commandlint.py"]
 
 
 def test_every_code_lint_can_report_is_in_the_table() -> None:

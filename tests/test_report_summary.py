@@ -16,7 +16,7 @@ from policyrun.render.explain import render_explain
 from policyrun.render.html import render_html
 from policyrun.render.markdown import render_markdown
 from policyrun.render.view import build_view
-from policyrun.trace import Trace, VerdictRecord, load_trace
+from policyrun.trace.model import Trace, VerdictRecord, load_trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TRACES = sorted(EXAMPLES.glob("*/expected/trace*.json"))
@@ -176,7 +176,7 @@ report:
 
 def test_a_check_an_overlay_disabled_is_an_exception_where_its_phase_ran() -> None:
     from policyrun.render.intoto import attestation
-    from policyrun.traceexceptions import trace_exceptions
+    from policyrun.trace.exceptions import trace_exceptions
 
     trace = final_pass()
     disabled = [{"id": "skips_documented", "reason": "team B documents skips elsewhere"}]

@@ -16,8 +16,8 @@ import pytest
 
 from policyrun.cli import main
 from policyrun.errors import RulebookError, UsageError
-from policyrun.locate import display_name, resolve_ref, shipped_rulebooks
-from policyrun.rulebook import load_rulebook
+from policyrun.language.locate import display_name, resolve_ref, shipped_rulebooks
+from policyrun.language.rulebook import load_rulebook
 
 FLAGSHIP = "upgrade-gpu-version"
 FLAGSHIP_SHA = hashlib.sha256(shipped_rulebooks()[FLAGSHIP].read_bytes()).hexdigest()

@@ -225,7 +225,7 @@ def test_the_cases_of_a_file_are_evaluated_in_one_child(tmp_path: Path, monkeypa
     # most of `policyrun test`'s time on a loaded machine.
     import os
 
-    import policyrun.guard
+    import policyrun.language.guard
 
     forks: list[int] = []
     real_fork = os.fork
@@ -234,7 +234,7 @@ def test_the_cases_of_a_file_are_evaluated_in_one_child(tmp_path: Path, monkeypa
         forks.append(1)
         return real_fork()
 
-    monkeypatch.setattr(policyrun.guard.os, "fork", counting_fork)
+    monkeypatch.setattr(policyrun.language.guard.os, "fork", counting_fork)
     _suite(tmp_path, PASSING)
     _suite(tmp_path, PASSING, name="again.test.yaml")
     assert main(["test", str(tmp_path)]) == 0
@@ -337,7 +337,7 @@ cases:
 
 def test_stack_snapshots_keeps_facts_only_earlier_files_have() -> None:
     from policyrun.facts import Fact, FactsSnapshot, Provenance
-    from policyrun.ruletest import stack_snapshots
+    from policyrun.audit.ruletest import stack_snapshots
 
     def snap(**values: object) -> FactsSnapshot:
         return FactsSnapshot(facts={k: Fact(value=v, provenance=Provenance(probe=k, kind="const"))
@@ -443,7 +443,7 @@ def test_cases_merge_facts_into_the_snapshot_and_ignore_x_keys(tmp_path: Path,
 
 
 def test_merge_patch_follows_rfc_7386() -> None:
-    from policyrun.ruletest import merge_patch
+    from policyrun.audit.ruletest import merge_patch
 
     target = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
     assert merge_patch(target, {"a": {"c": [3], "e": None}, "d": None, "f": {"g": 1}}) == \

@@ -134,7 +134,7 @@ def test_eval_prints_a_secret_input_masked(scene: Path, capsys: pytest.CaptureFi
 
 
 def test_an_env_bound_input_is_secret_by_its_variable_or_its_value() -> None:
-    from policyrun.inputs import secret_input
+    from policyrun.language.inputs import secret_input
     from policyrun.model import InputSpec
 
     assert secret_input(InputSpec(env="HF_TOKEN"), "anything")  # the variable's name

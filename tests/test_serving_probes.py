@@ -478,8 +478,8 @@ def test_documented_deployment_gate_lints_and_runs(tmp_path: Path, server: Any,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
-    from policyrun.lint import findings_for
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.lint import findings_for
+    from policyrun.language.rulebook import load_rulebook
 
     base, routes, _ = server
     port = int(base.rsplit(":", 1)[1])

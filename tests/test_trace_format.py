@@ -17,7 +17,7 @@ from policyrun.cli import main
 from policyrun.errors import UsageError
 from policyrun.render.explain import render_explain
 from policyrun.render.junit import render_junit
-from policyrun.trace import TRACE_FORMAT, Trace, load_trace, upgrade_format1
+from policyrun.trace.model import TRACE_FORMAT, Trace, load_trace, upgrade_format1
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT1 = ROOT / "tests" / "data" / "traces" / "format1-architecture-stop.json"

@@ -1,4 +1,4 @@
-"""The typed dicts the evaluation builds records as (policyrun.tracerecords) have the fields of the
+"""The typed dicts the evaluation builds records as (policyrun.trace.records) have the fields of the
 trace models they are validated into: a field added to one and not the other fails here, not at the
 end of some evaluation that happens to set it."""
 
@@ -10,7 +10,9 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from policyrun import trace, tracerecords
+from policyrun.trace import model as trace
+
+from policyrun.trace import records as tracerecords
 
 PAIRS = [(tracerecords.ReadRec, trace.Read), (tracerecords.CheckRec, trace.CheckRecord),
          (tracerecords.PhaseRec, trace.PhaseRecord), (tracerecords.DerivedRec, trace.DerivedRecord),

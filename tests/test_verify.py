@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from policyrun.verify import differences
+from policyrun.audit.verify import differences
 
 RULEBOOK = """\
 policyrun: 1

@@ -359,7 +359,7 @@ def test_report_against_the_approved_trace(scenario: Scenario, capsys: pytest.Ca
 
 def test_review_lists_changed_evidence_files_and_exceptions() -> None:
     from policyrun.render.diff import render_diff_text, review_diff
-    from policyrun.trace import EvidenceFile, StaleFact, Trace
+    from policyrun.trace.model import EvidenceFile, StaleFact, Trace
 
     approved = Trace.model_validate(json.loads((Path(__file__).resolve().parent.parent / "examples" / "final-pass"
                                                 / "expected" / "trace.json").read_text()))

@@ -9,14 +9,14 @@ from typing import Any
 
 import yaml
 
-from policyrun.engine import evaluate
+from policyrun.evaluate.engine import evaluate
 from policyrun.facts import Fact, FactsSnapshot, Provenance
-from policyrun.inputs import resolve_inputs
-from policyrun.lint import findings_for
+from policyrun.language.inputs import resolve_inputs
+from policyrun.language.lint import findings_for
 from policyrun.render.github import render_trace_github
 from policyrun.render.sarif import trace_to_sarif
-from policyrun.rulebook import load_rulebook
-from policyrun.trace import Trace, load_trace
+from policyrun.language.rulebook import load_rulebook
+from policyrun.trace.model import Trace, load_trace
 
 PINS = [{"file": "pyproject.toml", "line": 16, "version": "0.9.0"},
         {"file": "requirements.txt", "line": 3, "version": "0.9.1"},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policyrun.cli import main
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 
 RULEBOOK = """\
 policyrun: 1

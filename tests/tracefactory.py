@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from policyrun.facts import FactError, Provenance, RepoState
-from policyrun.trace import CHECK_FIELDS, CheckRecord, PhaseRecord, Read, RulebookRef, Trace, VerdictRecord
+from policyrun.trace.model import CHECK_FIELDS, CheckRecord, PhaseRecord, Read, RulebookRef, Trace, VerdictRecord
 
 GOLDEN = Path(__file__).parent / "golden"
 RULEBOOK = "rulebooks/upgrade-gpu-version.yaml"

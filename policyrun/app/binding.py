@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.rulebook import LoadedRulebook
+    from policyrun.language.rulebook import LoadedRulebook
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,11 @@ class Bound:
 def bind(request: RulebookRequest, access: PathCheck | None = None) -> Bound:
     """Load the rulebook (refused when lint finds errors), choose the mode, resolve the inputs.
     With `access`, the rulebook and inputs file are checked before anything is read."""
-    from policyrun.engine import load_checked
+    from policyrun.evaluate.engine import load_checked
 
     ref: str | Path | None = request.rulebook
     if access is not None:
-        from policyrun.locate import is_path_form, resolve_ref
+        from policyrun.language.locate import is_path_form, resolve_ref
 
         if ref is not None and is_path_form(str(ref)):
             access.check(ref, "rulebook")  # before resolving: an error must not tell what exists outside
@@ -50,7 +50,7 @@ def bind(request: RulebookRequest, access: PathCheck | None = None) -> Bound:
 
 def bind_loaded(rb: LoadedRulebook, request: RulebookRequest) -> Bound:
     """A rulebook already loaded, its mode chosen and inputs resolved as `request` says."""
-    from policyrun.inputs import resolve_inputs, select_mode
+    from policyrun.language.inputs import resolve_inputs, select_mode
 
     mode = select_mode(rb.model, request.mode)
     inputs_file = Path(request.inputs_file) if request.inputs_file is not None else None

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
     from policyrun.collection.progress import Progress
     from policyrun.facts import FactsSnapshot
-    from policyrun.rulebook import LoadedRulebook
+    from policyrun.language.rulebook import LoadedRulebook
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def collect(request: CollectRequest, access: PathCheck | None = None) -> Collect
     from policyrun.collection.plan import plan
     from policyrun.errors import UsageError
     from policyrun.facts import PER_HOST
-    from policyrun.inputs import mask_snapshot
+    from policyrun.language.inputs import mask_snapshot
 
     started = time.perf_counter()
     if access is not None and request.output is not None:
@@ -125,7 +125,7 @@ def gather(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], *, only: set[s
            cluster: str | None = None) -> FactsSnapshot:
     """The facts of `mode`'s probes (or of `only` and what they read), collected here, in the
     working directory (or on a Ray cluster), labelled with `host_label` when given."""
-    from policyrun.engine import check_locations
+    from policyrun.evaluate.engine import check_locations
 
     rulebook_dir = rb.file_of(("schemas",)).parent
     if cluster is not None:

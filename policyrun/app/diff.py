@@ -27,7 +27,7 @@ class DiffResult:
 
 def diff(request: DiffRequest) -> DiffResult:
     from policyrun.render.diff import diff_traces
-    from policyrun.trace import load_trace
+    from policyrun.trace.model import load_trace
 
     return DiffResult(diff_traces(load_trace(request.old, force=request.force),
                                   load_trace(request.new, force=request.force)))

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
     from policyrun.collection.progress import Progress
     from policyrun.facts import FactsSnapshot
-    from policyrun.rulebook import LoadedRulebook
-    from policyrun.trace import Trace
+    from policyrun.language.rulebook import LoadedRulebook
+    from policyrun.trace.model import Trace
 
 DEFAULT_OUT = Path(".policyrun")
 
@@ -60,7 +60,7 @@ def evaluate(request: EvaluateRequest, access: PathCheck | None = None) -> Evalu
     from policyrun.app.binding import bind, check_path_inputs
     from policyrun.app.collect import gather, load_snapshots
     from policyrun.app.report import report_options
-    from policyrun.engine import evaluate as run_evaluation
+    from policyrun.evaluate.engine import evaluate as run_evaluation
     from policyrun.render import check_formats, rulebook_context, write_run
     from policyrun.render.templatefiles import rulebook_templates
 
@@ -79,7 +79,7 @@ def evaluate(request: EvaluateRequest, access: PathCheck | None = None) -> Evalu
     waivers = load_waivers(request.waivers, request.as_of)  # checked before any probe runs
     baseline = None
     if request.baseline is not None:
-        from policyrun.baseline import load_baseline
+        from policyrun.evaluate.baseline import load_baseline
 
         baseline = load_baseline(request.baseline)  # checked before any probe runs
     notes: dict[str, object] = {}
@@ -94,13 +94,13 @@ def evaluate(request: EvaluateRequest, access: PathCheck | None = None) -> Evalu
         # it; keys in the file's order), so the trace's facts_sha256 is the kept file's digest and a
         # later --baseline or verify can check one against the other.
         from policyrun.facts import FactsSnapshot
-        from policyrun.inputs import mask_snapshot
+        from policyrun.language.inputs import mask_snapshot
 
         kept = mask_snapshot(facts, rb.model, inputs).to_json()
         facts = FactsSnapshot.model_validate_json(kept)
-    from policyrun.tracevalues import VALUES, index_text, keeping_values
+    from policyrun.evaluate.tracevalues import VALUES, index_text, keeping_values
 
-    # Values the trace summarises are kept whole in OUT/values/, by checksum (policyrun.tracevalues).
+    # Values the trace summarises are kept whole in OUT/values/, by checksum (policyrun.evaluate.tracevalues).
     out_dir = Path(request.out_dir)
     values = out_dir / VALUES
     with keeping_values(values):
@@ -122,7 +122,7 @@ def check_snapshot(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], facts:
     """Refuse facts this rulebook would not have collected (another probe kind, other parameters):
     replaying them would evaluate a different question than the one the trace claims to answer."""
     from policyrun.collection.stale import stale_facts
-    from policyrun.engine import check_locations
+    from policyrun.evaluate.engine import check_locations
     from policyrun.errors import UsageError
 
     stale = stale_facts(rb.model, mode, inputs, facts, check_locations(rb))
@@ -138,7 +138,7 @@ def check_snapshot(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], facts:
 
 
 def load_waivers(path: Path | None, as_of: str | None) -> Any:
-    """The waivers file, checked (policyrun.waivers.Waivers), or None without one."""
+    """The waivers file, checked (policyrun.language.waivers.Waivers), or None without one."""
     from policyrun.errors import UsageError
 
     if path is None:
@@ -148,7 +148,7 @@ def load_waivers(path: Path | None, as_of: str | None) -> Any:
     from datetime import UTC, date, datetime
 
     from policyrun.errors import Location
-    from policyrun.waivers import Waivers, as_of_refusal, file_sha256, load_waivers_file
+    from policyrun.language.waivers import Waivers, as_of_refusal, file_sha256, load_waivers_file
 
     today = datetime.now(UTC).date()
     if as_of is None:

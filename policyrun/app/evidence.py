@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from policyrun.app.binding import RulebookRequest
 
 if TYPE_CHECKING:
-    from policyrun.rulebook import LoadedRulebook
+    from policyrun.language.rulebook import LoadedRulebook
 
 SKELETON_KEY = "x-policyrun-skeleton"
 
@@ -174,7 +174,7 @@ def _facts(rb: LoadedRulebook, mode: str, inputs: dict[str, Any], files: list[Pa
 
 def _probes_read(rb: LoadedRulebook, derived: str) -> set[str]:
     """The probes a derived value reads, through the derived values it reads."""
-    from policyrun.expr import compile_expr
+    from policyrun.language.expr import compile_expr
 
     probes: set[str] = set()
     seen: set[str] = set()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.trace import CheckRecord, PhaseRecord, Trace
+    from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ def explain(request: ExplainRequest, access: PathCheck | None = None) -> Explain
     from policyrun.errors import terminal_text
     from policyrun.render.explain import render_explain
     from policyrun.render.view import FAILING, is_decisive
-    from policyrun.traceconsistency import banner_lines, inconsistencies
-    from policyrun.tracevalues import load_trace_values
+    from policyrun.trace.consistency import banner_lines, inconsistencies
+    from policyrun.evaluate.tracevalues import load_trace_values
 
     if access is not None:
         access.check(request.trace, "trace")

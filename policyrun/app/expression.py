@@ -47,7 +47,7 @@ def evaluate_request(request: EvalRequest) -> EvalResult:
     """The expression's value; a secret input's text is masked in the result, as in a trace (the
     expression saw it)."""
     from policyrun.app.collect import load_snapshots
-    from policyrun.inputs import mask_trace_record
+    from policyrun.language.inputs import mask_trace_record
 
     compile_or_explain(request.expression)  # before any file is read: the cheapest error first
     facts = load_snapshots(list(request.facts_files))
@@ -59,7 +59,7 @@ def evaluate_request(request: EvalRequest) -> EvalResult:
 
 
 def _caret(source: str, line: int, column: int) -> str:
-    from policyrun.expr import caret
+    from policyrun.language.expr import caret
 
     return "\n" + caret(source, line, column)
 
@@ -67,7 +67,7 @@ def _caret(source: str, line: int, column: int) -> str:
 def compile_or_explain(source: str) -> Any:
     """The compiled expression, or a usage error pointing at the offending character."""
     from policyrun.errors import Location, UsageError
-    from policyrun.expr import ExprError, compile_expr
+    from policyrun.language.expr import ExprError, compile_expr
 
     try:
         return compile_expr(source)
@@ -86,7 +86,7 @@ def _context(request: EvalRequest) -> tuple[Any, str, dict[str, Any]]:
 
         bound = bind(RulebookRequest(request.rulebook, request.mode, request.sets, request.inputs_file))
         return bound.rb.model, bound.mode, bound.inputs
-    from policyrun.inputs import parse_sets
+    from policyrun.language.inputs import parse_sets
 
     inputs: dict[str, Any] = {}
     if request.inputs_file is not None:
@@ -110,11 +110,11 @@ def _context(request: EvalRequest) -> tuple[Any, str, dict[str, Any]]:
 def evaluate_expression(source: str, rulebook: Any, mode: str, inputs: dict[str, Any], facts: Any
                         ) -> dict[str, Any]:
     """The expression's value (and what it read) over `facts`, as a derived value of `rulebook`."""
-    from policyrun.derive import derive_values
+    from policyrun.evaluate.derive import derive_values
     from policyrun.errors import Location, UsageError
-    from policyrun.expreval import EvalContext, fact_status_of
-    from policyrun.functions.factstatus import fact_status
-    from policyrun.guard import run_guarded
+    from policyrun.evaluate.expreval import EvalContext, fact_status_of
+    from policyrun.language.functions.factstatus import fact_status
+    from policyrun.language.guard import run_guarded
     from policyrun.model import Derived
 
     compiled = compile_or_explain(source)

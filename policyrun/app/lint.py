@@ -42,7 +42,7 @@ def rulebook_files(args: list[str] | tuple[str, ...]) -> list[Path]:
     """Files as given; folders contribute their *.yaml / *.yml files (not recursive); a name of a
     shipped rulebook stands for that file, even where a folder of that name is here."""
     from policyrun.errors import UsageError
-    from policyrun.locate import is_path_form, resolve_ref, shipped_rulebooks
+    from policyrun.language.locate import is_path_form, resolve_ref, shipped_rulebooks
 
     out: list[Path] = []
     for arg in args:
@@ -61,11 +61,11 @@ def rulebook_files(args: list[str] | tuple[str, ...]) -> list[Path]:
 def lint(request: LintRequest, access: PathCheck | None = None) -> LintResult:
     """With `access`, every argument that names a file or folder of the caller's, then every file
     found, is checked before any is read."""
-    from policyrun import lintcache
+    from policyrun.language import lintcache
     from policyrun.errors import Finding
 
     if access is not None:
-        from policyrun.locate import is_path_form, shipped_rulebooks
+        from policyrun.language.locate import is_path_form, shipped_rulebooks
 
         for arg in request.paths:
             if is_path_form(arg) or arg not in shipped_rulebooks():
@@ -79,7 +79,7 @@ def lint(request: LintRequest, access: PathCheck | None = None) -> LintResult:
         # The cache answers without importing the rulebook model, YAML or CEL (docs/lint.md).
         cached = lintcache.lookup(path)
         if cached is None:
-            from policyrun.lint import lint_file
+            from policyrun.language.lint import lint_file
 
             cached = lint_file(path)
         findings.extend(cached)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from policyrun.app.access import PathCheck
-    from policyrun.trace import PhaseRecord, Trace
+    from policyrun.trace.model import PhaseRecord, Trace
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class NextActionsResult:
 
 def next_actions(request: NextActionsRequest, access: PathCheck | None = None) -> NextActionsResult:
     from policyrun.render.view import FAILING
-    from policyrun.trace import load_trace
-    from policyrun.traceconsistency import inconsistencies
+    from policyrun.trace.model import load_trace
+    from policyrun.trace.consistency import inconsistencies
 
     if access is not None:
         access.check(request.trace, "trace")

@@ -56,9 +56,9 @@ def report_options(formats: list[str], *, junit_include_outside_mode: bool = Fal
 def report(request: ReportRequest) -> ReportResult:
     from policyrun.errors import UsageError
     from policyrun.render import ATTESTATIONS, add_banner, render
-    from policyrun.trace import load_trace
-    from policyrun.traceconsistency import inconsistencies
-    from policyrun.tracevalues import expand
+    from policyrun.trace.model import load_trace
+    from policyrun.trace.consistency import inconsistencies
+    from policyrun.evaluate.tracevalues import expand
 
     trace = load_trace(request.trace, force=request.force)
     if request.against is not None and request.format not in ("md", "html"):
@@ -131,10 +131,10 @@ def _rulebook_report(trace: Any, fmt: str, notes: list[str]) -> tuple[Path | Non
     if fmt not in ("md", "html") or not trace.rulebook.path:
         return None, {}
     from policyrun.errors import PolicyrunError
-    from policyrun.locate import shipped_dir
+    from policyrun.language.locate import shipped_dir
     from policyrun.render import rulebook_context
     from policyrun.render.templatefiles import rulebook_templates
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.rulebook import load_rulebook
 
     recorded = trace.rulebook.path
     path = shipped_dir() / recorded.removeprefix("<shipped>/") if recorded.startswith("<shipped>/") else Path(recorded)
@@ -155,7 +155,7 @@ def _against(approved: Path | None, trace: Any) -> dict[str, Any]:
         return {}
     from policyrun.errors import display_path
     from policyrun.render.diff import render_diff_text, review_diff
-    from policyrun.tracevalues import load_trace_values
+    from policyrun.evaluate.tracevalues import load_trace_values
 
     diff = review_diff(load_trace_values(approved), trace)
     return {"against": {"path": display_path(approved), "changed": diff["changed"], "diff": diff,

@@ -1,5 +1,5 @@
 """A rulebook's own tests: the cases of *.test.yaml files, run with the coverage of their checks
-(the runner is policyrun.ruletest; this selects the cases and gathers the outcome)."""
+(the runner is policyrun.audit.ruletest; this selects the cases and gathers the outcome)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policyrun.ruletest import CaseResult
-    from policyrun.testreport import Outcome
+    from policyrun.audit.ruletest import CaseResult
+    from policyrun.audit.testreport import Outcome
 
 
 @dataclass(frozen=True)
@@ -22,10 +22,10 @@ class RuleTestRequest:
 def run_tests(request: RuleTestRequest, on_suite: Callable[[Sequence[CaseResult]], None] | None = None) -> Outcome:
     """Every selected case, file by file (`on_suite` hears each file's results as it finishes);
     U010 when `select` leaves no case to run."""
-    from policyrun.casefilter import parse
+    from policyrun.audit.casefilter import parse
     from policyrun.errors import UsageError
-    from policyrun.ruletest import Coverage, Selection, discover, run_suite
-    from policyrun.testreport import Outcome
+    from policyrun.audit.ruletest import Coverage, Selection, discover, run_suite
+    from policyrun.audit.testreport import Outcome
 
     selection = Selection(parse(request.select)) if request.select is not None else None
     coverage = Coverage()

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from policyrun import limits
-from policyrun.derive import Budget, Derivation, derive_for_params, graph_of
-from policyrun.expr import ExprError, InterpolationError, compile_condition, evaluate, interpolate
+from policyrun.evaluate.derive import Budget, Derivation, derive_for_params, graph_of
+from policyrun.language.expr import ExprError, InterpolationError, compile_condition, evaluate, interpolate
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, fact_code
 from policyrun.model import ProbeSpec, Rulebook
 
@@ -120,7 +120,7 @@ class Resolver:
 
     def interpolate(self, raw: Any, variables: Mapping[str, Any]) -> Any:
         """`raw` with its templates resolved (raises InterpolationError/ExprError)."""
-        from policyrun.functions.factstatus import fact_status
+        from policyrun.language.functions.factstatus import fact_status
 
         with fact_status(_Status(self.facts)):
             return interpolate(raw, variables)

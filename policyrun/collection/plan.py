@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policyrun.derive import graph_of
+from policyrun.evaluate.derive import graph_of
 from policyrun.errors import UsageError
 from policyrun.facts import FactError
 from policyrun.model import ProbeSpec, Rulebook

@@ -9,7 +9,7 @@ interpreter treats those as missing, so they can never yield PASS.
 
 This module is the scheduler and the probe call; what runs is planned in
 policyrun.collection.plan, parameters are resolved in policyrun.collection.params (derived values
-by the derive stage, policyrun.derive: guarded, each once per collection), time limits kept by
+by the derive stage, policyrun.evaluate.derive: guarded, each once per collection), time limits kept by
 policyrun.collection.timeout, and progress shown by policyrun.collection.progress.
 """
 
@@ -30,7 +30,7 @@ from policyrun.collection.params import NOT_APPLICABLE, Resolver, error_fact
 from policyrun.collection.plan import Plan, plan
 from policyrun.collection.progress import Progress, QuietProgress
 from policyrun.collection.timeout import Timeout, call_with_timeout
-from policyrun.derive import graph_of
+from policyrun.evaluate.derive import graph_of
 from policyrun.errors import UsageError
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState
 from policyrun.model import ProbeSpec, Rulebook

@@ -28,7 +28,7 @@ def stale_facts(rulebook: Rulebook, mode: str, inputs: Mapping[str, Any], facts:
     `evaluate --facts` refuses a snapshot with any (unless --allow-stale-facts)."""
     if mode not in rulebook.modes:
         return []
-    from policyrun.inputs import secret_inputs, secret_texts
+    from policyrun.language.inputs import secret_inputs, secret_texts
 
     texts = secret_texts(secret_inputs(rulebook, inputs))
     state = Resolver(rulebook, mode, inputs, locations)

@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from policyrun.app.collect import CollectRequest, collect
     from policyrun.collection.progress import make_progress
-    from policyrun.engine import rulebook_ref
+    from policyrun.evaluate.engine import rulebook_ref
     from policyrun.errors import terminal_text
 
     if args.json and args.output == "-":

@@ -86,7 +86,7 @@ def _words(name: str, words: list[str]) -> dict[str, Any]:
 
 def _rulebooks() -> dict[str, Any]:
     """Files, and the names of the shipped rulebooks (a rulebook argument takes either)."""
-    from policyrun.locate import shipped_rulebooks
+    from policyrun.language.locate import shipped_rulebooks
 
     names = " ".join(shipped_rulebooks())
     # shtab lets bash treat the words as file names (a '/' after a folder) when the function's
@@ -146,7 +146,7 @@ def modes(words: list[str]) -> list[str]:
 
     from policyrun.cli import COMMANDS, _build
     from policyrun.errors import PolicyrunError
-    from policyrun.rulebook import load_rulebook
+    from policyrun.language.rulebook import load_rulebook
 
     if words and words[-1].startswith("-"):
         words = words[:-1]  # the option (`--mode`, `-m`) whose value is being completed

@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from policyrun.app.evidence import SkeletonRequest, check_file, listing, resolve_schema, skeleton
     from policyrun.commands.evaluate import rulebook_request
-    from policyrun.engine import load_checked
+    from policyrun.evaluate.engine import load_checked
     from policyrun.errors import terminal_text
 
     rb = load_checked(args.rulebook)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policyrun.ruletest import CaseResult
-    from policyrun.testreport import Outcome
+    from policyrun.audit.ruletest import CaseResult
+    from policyrun.audit.testreport import Outcome
 
 FORMATS = ("text", "json", "junit")
 
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from policyrun.app.ruletests import RuleTestRequest, run_tests
-    from policyrun.testreport import render_json, render_junit
+    from policyrun.audit.testreport import render_json, render_junit
 
     # Text is streamed file by file; json and junit are written whole.
     outcome = run_tests(RuleTestRequest(tuple(args.paths), args.select, args.min_coverage),

@@ -5,7 +5,7 @@ was wrong (exit 3) or policyrun failed (exit 4), `error` instead of a traceback.
 those two have defaults so that an error result is valid against the same schema.
 
 Models that show a record of the trace (a verdict, a phase, a check, a value read) are views of
-that record (policyrun.trace): each names its record in `TRACE_RECORDS`, takes the record's own
+that record (policyrun.trace.model): each names its record in `TRACE_RECORDS`, takes the record's own
 field names, and is built from a record by `of`, which copies every field the two share; the
 fields only a view has (a large read's `truncated`, a check's `probes`) are listed in
 `VIEW_ONLY`. tests/test_mcp_results.py holds each view to its record, so a field renamed in the
@@ -19,7 +19,7 @@ from typing import Any, Self
 from pydantic import BaseModel, Field
 
 from policyrun.errors import Finding, PolicyrunError
-from policyrun.trace import CheckRecord, PhaseRecord, Read, VerdictRecord
+from policyrun.trace.model import CheckRecord, PhaseRecord, Read, VerdictRecord
 
 
 class Located(BaseModel):

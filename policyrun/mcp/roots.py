@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policyrun.errors import UsageError
-from policyrun.locate import shipped_dir
+from policyrun.language.locate import shipped_dir
 
 
 @dataclass(frozen=True)

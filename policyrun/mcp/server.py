@@ -3,7 +3,7 @@ official SDK's `MCPServer` (mcp >= 2). Imported only by `policyrun mcp` and test
 
 Tools are synchronous functions: the SDK runs each in a worker thread, so a collection that takes
 seconds blocks only its own call, and reports per-probe progress when the client asks for it.
-Calls run one at a time: evaluation forks (policyrun.guard) and collection changes nothing the
+Calls run one at a time: evaluation forks (policyrun.language.guard) and collection changes nothing the
 next call reads mid-flight, which is simplest to keep true without concurrency.
 """
 
@@ -22,7 +22,7 @@ from pydantic import Field
 
 from policyrun import __version__
 from policyrun.facts import Fact
-from policyrun.locate import shipped_dir
+from policyrun.language.locate import shipped_dir
 from policyrun.mcp import tools
 from policyrun.mcp.roots import Roots
 from policyrun.mcp.results import (CollectResult, EvaluateResult, ExplainResult, LintResult, NextActionsResult,

@@ -28,8 +28,8 @@ from policyrun.mcp.roots import Roots
 if TYPE_CHECKING:
     from policyrun.app.binding import RulebookRequest
     from policyrun.app.collect import ProbeRun
-    from policyrun.rulebook import LoadedRulebook
-    from policyrun.trace import Trace
+    from policyrun.language.rulebook import LoadedRulebook
+    from policyrun.trace.model import Trace
 
 R = TypeVar("R", bound=ToolResult)
 
@@ -77,7 +77,7 @@ def _rulebook(rulebook: str | None, mode: str | None, inputs: Mapping[str, Any] 
 
 
 def _used(rb: LoadedRulebook) -> dict[str, Any]:
-    from policyrun.locate import SHIPPED_PREFIX
+    from policyrun.language.locate import SHIPPED_PREFIX
 
     return {"rulebook": rb.display, "rulebook_shipped": rb.display.startswith(SHIPPED_PREFIX),
             "rulebook_sha256": rb.sha256}

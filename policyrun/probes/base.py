@@ -88,5 +88,5 @@ class Probe(Protocol):
     # runs them on every node. A rulebook's `scope:` on the probe overrides it. Default: "run".
 
     # Optional, for kinds that read results (tests.junit): `empty_value(params) -> dict`, the fact
-    # for input that holds no result at all. Lint (L030, policyrun/vacuous.py) evaluates checks
+    # for input that holds no result at all. Lint (L030, policyrun/language/vacuous.py) evaluates checks
     # against it to find gates an empty test report would pass.

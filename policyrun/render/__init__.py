@@ -1,6 +1,6 @@
 """Reports rendered from a verdict trace: Markdown, HTML, JUnit, SARIF and the trace JSON.
 
-Every renderer reads `policyrun.trace.Trace` and nothing else, so a report can always be
+Every renderer reads `policyrun.trace.model.Trace` and nothing else, so a report can always be
 regenerated from a saved trace. Renderer modules import their dependencies (Jinja2, rich)
 lazily; importing this package costs almost nothing.
 """
@@ -16,7 +16,7 @@ from policyrun.errors import Finding, UsageError
 
 if TYPE_CHECKING:
     from policyrun.model import Rulebook
-    from policyrun.trace import Trace
+    from policyrun.trace.model import Trace
 
 # Format name → file name written by `write_reports`.
 FORMATS: dict[str, str] = {
@@ -200,7 +200,7 @@ def add_banner(text: str, fmt: str, problems: list[str]) -> str:
     """A report of an inconsistent trace (`--force`), with the inconsistencies on top where the
     format has room for prose (Markdown, HTML); machine formats are left as they are."""
     from policyrun.safetext import escape_controls
-    from policyrun.traceconsistency import banner_lines
+    from policyrun.trace.consistency import banner_lines
 
     lines = [escape_controls(line) for line in banner_lines(problems)]
     if fmt == "md":

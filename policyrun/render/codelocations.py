@@ -24,8 +24,8 @@ from policyrun.errors import Location
 from policyrun.facts import Provenance
 from policyrun.render.records import probe_of
 from policyrun.render.view import is_decisive
-from policyrun.trace import CheckRecord, PhaseRecord, Trace
-from policyrun.violationrows import row_site
+from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
+from policyrun.language.violationrows import row_site
 
 SRCROOT = "%SRCROOT%"
 MAX_LOCATIONS = 20
@@ -170,7 +170,7 @@ class Resolver:
 
 def is_shipped(file: str) -> bool:
     """Whether a rulebook file named in a trace is one policyrun ships: the trace names those
-    `<shipped>/NAME.yaml` (policyrun.locate.display_name), whether they were read from the
+    `<shipped>/NAME.yaml` (policyrun.language.locate.display_name), whether they were read from the
     installed package or from a source checkout's rulebooks/ folder. A path into an installed
     package (a trace written by other means) counts too."""
     posix = file.replace("\\", "/")

@@ -11,9 +11,9 @@ from policyrun.model import worst_status
 import sys
 from typing import TextIO
 
-from policyrun.headline import headline
+from policyrun.trace.headline import headline
 from policyrun.safetext import escape_ci_commands, escape_controls, json_controls
-from policyrun.trace import PhaseRecord, Trace
+from policyrun.trace.model import PhaseRecord, Trace
 
 _STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "BLOCKED": "bold dark_orange", "STOPPED": "bold magenta",
            "SKIPPED": "dim"}
@@ -26,7 +26,7 @@ def verdict_line(trace: Trace) -> str:
 
 def phase_headline(phase: PhaseRecord) -> str:
     """The REASON column: the blocker, with a BLOCKED or STOPPED phase's FAILs first
-    (policyrun.headline, which also writes the `incomplete` verdict's summary)."""
+    (policyrun.trace.headline, which also writes the `incomplete` verdict's summary)."""
     return headline({"status": phase.status, "blocker": phase.blocker, "reason": phase.reason},
                     [{"outcome": c.outcome, "message": c.message} for c in phase.checks()])
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from policyrun.safetext import escape_controls, json_controls
 from policyrun.render.view import format_read
-from policyrun.trace import CheckRecord, PhaseRecord, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
 
 _PHASE_FIELDS = ("reason", "blocker", "next_allowed_action")
 
@@ -97,7 +97,7 @@ def review_diff(approved: Trace, new: Trace) -> dict[str, Any]:
     """`report --against APPROVED`: the rulebook diff (statuses, checks, verdict) plus what an
     auditor re-approves beside it: the commits, the supplied evidence files and their sha256, and
     the exceptions."""
-    from policyrun.traceexceptions import trace_exceptions
+    from policyrun.trace.exceptions import trace_exceptions
 
     out = diff_traces(approved, new)
     out["inputs"] = _keyed_changes({k: json.dumps(v, ensure_ascii=False) for k, v in approved.inputs.items()},

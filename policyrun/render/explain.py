@@ -12,7 +12,7 @@ from policyrun.facts import Provenance
 from policyrun.safetext import escape_controls
 from policyrun.render.records import check_probes, outside_mode
 from policyrun.render.view import FAILING, RESULT_ICONS, format_read, is_decisive
-from policyrun.trace import CheckRecord, PhaseRecord, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
 
 _VALUE_LIMIT = 200
 
@@ -75,7 +75,7 @@ def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
 def asked_only(check: CheckRecord) -> list[str]:
     """Probes the check asks about only through failed()/error_code(), never reading their value
     (from the parsed expression: the one CEL parser, never a second lexer)."""
-    from policyrun.expr import ExprError, compile_expr
+    from policyrun.language.expr import ExprError, compile_expr
 
     try:
         status = compile_expr(check.expression).fact_status
@@ -119,14 +119,14 @@ def _phase_lines(phase: PhaseRecord, trace: Trace, failures: bool) -> list[str]:
 def _summary_lines(trace: Trace) -> list[str]:
     from policyrun.render.summary import build_summary, summary_lines
     from policyrun.render.view import _identities, provenance_view
-    from policyrun.traceexceptions import trace_exceptions
+    from policyrun.trace.exceptions import trace_exceptions
 
     provenance = {p: provenance_view(v) for p, v in trace.provenance.items()}
     return summary_lines(build_summary(trace, trace_exceptions(trace), _identities(trace, provenance)))
 
 
 def _exception_lines(trace: Trace) -> list[str]:
-    from policyrun.traceexceptions import summary_line, trace_exceptions
+    from policyrun.trace.exceptions import summary_line, trace_exceptions
 
     exceptions = trace_exceptions(trace)
     return [f"exceptions: {summary_line(exceptions)}", *(f"  - {e.text()}" for e in exceptions)]

@@ -19,7 +19,7 @@ from policyrun.lintcodes import describe
 from policyrun.render.codelocations import CodeLocation, Resolver, check_locations, failing_checks
 from policyrun.render.rowsites import located_rows
 from policyrun.safetext import visible_controls
-from policyrun.trace import CheckRecord, PhaseRecord, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
 
 _LEVELS = {"FAIL": "error", "BLOCKED": "error", "STOPPED": "error", "WARN": "warning"}
 

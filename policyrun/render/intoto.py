@@ -7,7 +7,7 @@ Two predicates:
   (sha256 of their bytes).
 - `vsa`: the SLSA Verification Summary Attestation v1 (https://slsa.dev/spec/v1.0/verification_summary),
   for tools that consume VSAs: PASSED only when the exit code is 0 and no exception
-  (policyrun.traceexceptions) was needed.
+  (policyrun.trace.exceptions) was needed.
 
 Like every report these are made from the trace alone. A statement is written as indented JSON;
 a signed one is that exact text, base64-encoded, as the envelope's payload.
@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import quote
 
 from policyrun.errors import Location, UsageError, display_path
-from policyrun.trace import Trace
-from policyrun.traceexceptions import trace_exceptions
+from policyrun.trace.model import Trace
+from policyrun.trace.exceptions import trace_exceptions
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 VERDICT_PREDICATE = "https://policyrun.dev/verdict/v1"
@@ -176,7 +176,7 @@ def attestation_text(trace: Trace, fmt: str, opts: AttestationOptions = Attestat
                      source: Path | None = None) -> str:
     """The statement as JSON, or with `opts.sign_key` the DSSE envelope around it. An inconsistent
     trace is refused even when it was loaded with --force: an attestation carries no banner."""
-    from policyrun.traceconsistency import inconsistencies
+    from policyrun.trace.consistency import inconsistencies
 
     if problems := inconsistencies(trace):
         listed = "\n".join(f"  - {p}" for p in problems)
@@ -186,6 +186,6 @@ def attestation_text(trace: Trace, fmt: str, opts: AttestationOptions = Attestat
     text = statement_text(attestation(trace, fmt, opts))
     if opts.sign_key is None:
         return text
-    from policyrun import dsse
+    from policyrun.trace import dsse
 
     return dsse.envelope_text(dsse.sign(text.encode("utf-8"), opts.sign_key))

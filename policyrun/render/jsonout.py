@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policyrun.safetext import json_controls
-from policyrun.trace import Trace
+from policyrun.trace.model import Trace
 
 
 def render_json(trace: Trace) -> str:

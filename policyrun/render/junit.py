@@ -18,7 +18,7 @@ from policyrun.checkid import check_label
 from policyrun.safetext import escape_ci_commands
 from policyrun.render.records import outside_mode
 from policyrun.render.view import FAILING, format_read, is_decisive, record_text
-from policyrun.trace import PhaseRecord, Trace
+from policyrun.trace.model import PhaseRecord, Trace
 
 # Characters XML 1.0 cannot carry at all; fact values may contain them (binary output, ANSI). DEL,
 # C1 and bidi overrides are legal XML but act on terminals and CI pages: replaced as well.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from policyrun.trace import Trace
+from policyrun.trace.model import Trace
 
 BUILTIN_TEMPLATE = "report.md.j2"
 

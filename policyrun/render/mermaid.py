@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from policyrun.model import STATUSES
-from policyrun.trace import Trace
+from policyrun.trace.model import Trace
 
 # fill, stroke, text colour per status; the HTML report uses the same palette.
 PALETTE: dict[str, tuple[str, str, str]] = {

@@ -7,7 +7,7 @@ of those imports the other to answer them.
 
 from __future__ import annotations
 
-from policyrun.trace import CheckRecord, PhaseRecord
+from policyrun.trace.model import CheckRecord, PhaseRecord
 
 
 def probe_of(path: str) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policyrun.render.codelocations import CodeLocation, Resolver, row_location
-from policyrun.trace import CheckRecord
-from policyrun.violationrows import row_body, row_site
+from policyrun.trace.model import CheckRecord
+from policyrun.language.violationrows import row_body, row_site
 
 MAX_ROWS = 1000  # results per check: a report of more rows than this is read in the trace
 

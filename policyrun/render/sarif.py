@@ -28,7 +28,7 @@ from policyrun.render.codelocations import SRCROOT, CodeLocation, Resolver, fail
 from policyrun.render.rowsites import located_rows
 from policyrun.safetext import json_controls
 from policyrun.render.view import format_read
-from policyrun.trace import PhaseRecord, Trace
+from policyrun.trace.model import PhaseRecord, Trace
 
 __all__ = ["artifact_uri", "render_sarif", "trace_to_sarif"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from policyrun.evidencekinds import evidence_of
 from policyrun.render.records import check_probes, outside_mode
-from policyrun.trace import PhaseRecord, Trace
-from policyrun.traceexceptions import TraceException
+from policyrun.trace.model import PhaseRecord, Trace
+from policyrun.trace.exceptions import TraceException
 
 TONES = {"pass": "PASS", "partial": "PARTIAL", "fail": "FAIL", "blocked": "BLOCKED"}
 

@@ -15,7 +15,7 @@ from policyrun.errors import Finding, Location, RulebookError
 
 if TYPE_CHECKING:
     from policyrun.model import Rulebook
-    from policyrun.rulebook import LoadedRulebook
+    from policyrun.language.rulebook import LoadedRulebook
 
 
 def _template_names(rulebook: Rulebook) -> dict[str, str]:
@@ -53,7 +53,7 @@ def _outside_message(rel: str, problem: str) -> str:
 
 def template_findings(rb: LoadedRulebook) -> list[Finding]:
     """Lint hook: the rulebook's templates, located at the rulebook lines that name them."""
-    from policyrun.rulebook import node_path_text
+    from policyrun.language.rulebook import node_path_text
     from policyrun.render.templating import compile_template as compile_one
     from policyrun.render.templating import rulebook_template_problem
 

@@ -19,7 +19,7 @@ from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
 from policyrun.model import worst_status
 from policyrun.render.records import check_probes, probe_of
-from policyrun.trace import CheckRecord, PhaseRecord, Read, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Read, Trace
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
 # Probe families (the part of a probe kind before the first dot) whose facts describe the
@@ -308,7 +308,7 @@ def _readiness(phases: list[dict[str, Any]], trace: Trace, hardware_phases: Iter
                evidence: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Readiness split as the workflow asks: hardware-validated, shared-code, unverified claims.
     The one model every report (md, HTML, a rulebook's template) shows; a phase that passed only
-    with an exception (policyrun.traceexceptions) is unverified."""
+    with an exception (policyrun.trace.exceptions) is unverified."""
     declared = set(hardware_phases)
     out: dict[str, list[Any]] = {"hardware_validated": [], "shared_code": [], "unverified": []}
     for view, record, ev in zip(phases, trace.phases, evidence, strict=True):
@@ -337,7 +337,7 @@ def build_view(trace: Trace, context: Mapping[str, Any] | None = None) -> dict[s
     """The `report` variable of every template; see docs/reports.md for its fields."""
     from policyrun.render.mermaid import render_mermaid
     from policyrun.render.summary import build_summary
-    from policyrun.traceexceptions import KIND_LABELS, summary_line, trace_exceptions
+    from policyrun.trace.exceptions import KIND_LABELS, summary_line, trace_exceptions
 
     context = context or {}
     provenance = {p: provenance_view(v) for p, v in sorted(trace.provenance.items())}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 
 pytest.importorskip("ray")
 

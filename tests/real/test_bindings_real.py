@@ -17,7 +17,7 @@ import pytest
 from policyrun.cli import main
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.registry import get
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 from tests.real.conftest import _git
 
 RELEASES = ("v0.26.0", "v0.27.0")

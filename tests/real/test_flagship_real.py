@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from policyrun.cli import main
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 from tests.real.conftest import copy_repo, git
 
 PLANNING = ["--mode", "planning-audit", "--set", "target_ref=v0.27.0"]

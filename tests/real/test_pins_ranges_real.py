@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-from policyrun.functions.versions import version_unique
+from policyrun.language.functions.versions import version_unique
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.repo.claims import ClaimsProbe
 from policyrun.probes.repo.pins import PackagePinsProbe

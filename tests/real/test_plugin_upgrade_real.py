@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 from tests.real.conftest import git
 from tests.real.test_bindings_real import define, signature
 from tests.real.test_flagship_real import (Upstream, _definition, _strip_strings, changed_files, plugin_dependencies,

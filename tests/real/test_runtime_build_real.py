@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from policyrun.rulebook import load_rulebook
+from policyrun.language.rulebook import load_rulebook
 from tests.gitfixtures import run_probe
 from tests.real.upgrade import Upgrade, checks, evaluate_upgrade, machine_facts, phase
 

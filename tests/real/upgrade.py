@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from policyrun.cli import main
-from policyrun.tracerecords import phase_checks
+from policyrun.trace.records import phase_checks
 from tests.real.conftest import ROOT, _git
 
 UPGRADE_DIR = "afd-plugin-upgrade-0.27.0"

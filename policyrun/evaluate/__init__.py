@@ -1,0 +1,1 @@
+"""Evaluation: derived values, the interpreter in its guarded worker, baselines, kept values."""

@@ -1,0 +1,1 @@
+"""The rulebook language: loading, overlays, CEL and its functions, the guard, static checks, lint."""

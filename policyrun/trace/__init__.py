@@ -1,0 +1,1 @@
+"""The trace every consumer reads: its model, consistency, exceptions, headlines, signed envelopes."""
