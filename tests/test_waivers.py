@@ -82,7 +82,8 @@ def test_waiver_applies_and_every_report_says_so(tmp_path: Path, capsys: pytest.
     assert "**WAIVED** (ada@example.com, until 2027-01-31: flaky on the shared runner (AFD-12))" in md
     capsys.readouterr()
     assert main(["explain", str(tmp_path / "o" / "trace.json")]) == 0
-    assert "-> WAIVED (ada@example.com, until 2027-01-31: flaky on the shared runner)" in capsys.readouterr().out
+    # explain shows the waiver as every other report does, its ticket included (trace.model.waiver_text)
+    assert "-> WAIVED (ada@example.com, until 2027-01-31: flaky on the shared runner (AFD-12))" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("waivers, mode, warning", [

@@ -12,7 +12,7 @@ from policyrun.facts import Provenance
 from policyrun.safetext import escape_controls
 from policyrun.render.records import check_probes, outside_mode
 from policyrun.render.view import FAILING, RESULT_ICONS, format_read, is_decisive
-from policyrun.trace.model import CheckRecord, PhaseRecord, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Trace, waiver_text
 
 _VALUE_LIMIT = 200
 
@@ -55,8 +55,7 @@ def _element_lines(elements: dict[str, Provenance]) -> list[str]:
 def _check_lines(check: CheckRecord, trace: Trace) -> list[str]:
     outcome = f" -> phase {check.outcome}" if check.outcome else ""
     if check.waiver:
-        w = check.waiver
-        outcome = f" -> WAIVED ({w.get('owner')}, until {w.get('expires')}: {w.get('reason')})"
+        outcome = f" -> WAIVED ({waiver_text(check.waiver)})"
     where = f"  ({check.location})" if check.location else ""
     lines = [f"{RESULT_ICONS.get(check.result, '?')} {check_label(check.kind, check.id)}: {check.result}{outcome}{where}",
              f"    {check.expression}"]

@@ -19,7 +19,7 @@ from policyrun.facts import FactError, Provenance
 from policyrun.model import STATUSES
 from policyrun.model import worst_status
 from policyrun.render.records import check_probes, probe_of
-from policyrun.trace.model import CheckRecord, PhaseRecord, Read, Trace
+from policyrun.trace.model import CheckRecord, PhaseRecord, Read, Trace, waiver_text
 
 FAILING = ("FAIL", "BLOCKED", "STOPPED")
 # Probe families (the part of a probe kind before the first dot) whose facts describe the
@@ -125,8 +125,7 @@ def _check_view(check: CheckRecord, provenance: Mapping[str, dict[str, Any]]) ->
         "result_icon": RESULT_ICONS.get(check.result, "?"),
         "outcome": check.outcome,
         # A waived check imposed nothing: every report says WAIVED, by whom and until when.
-        "waived": (f"{check.waiver.get('owner')}, until {check.waiver.get('expires')}: {check.waiver.get('reason')}"
-                   + (f" ({check.waiver.get('ticket')})" if check.waiver.get("ticket") else "")) if check.waiver else None,
+        "waived": waiver_text(check.waiver) if check.waiver else None,
         "message": check.message,
         "location": check.location,
         "decisive": is_decisive(check),

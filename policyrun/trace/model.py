@@ -85,6 +85,13 @@ class DerivedRecord(BaseModel):
     location: str | None = None
 
 
+def waiver_text(waiver: dict[str, Any]) -> str:
+    """A check's waiver as every report shows it: `owner, until YYYY-MM-DD: reason (ticket)`."""
+    ticket = waiver.get("ticket")
+    return (f"{waiver.get('owner')}, until {waiver.get('expires')}: {waiver.get('reason')}"
+            + (f" ({ticket})" if ticket else ""))
+
+
 class StaleFact(BaseModel):
     model_config = _FROZEN
 
