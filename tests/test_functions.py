@@ -366,6 +366,18 @@ def test_path_under_is_component_wise(path: str, prefix: str, under: bool) -> No
     assert value("path_under(facts.p, facts.q)", p=path, q=prefix) is under
 
 
+@pytest.mark.parametrize(("text", "prefix", "under"), [
+    ("vllm.a.b", "vllm.a", True), ("vllm.a", "vllm.a", True), ("vllm.ab", "vllm.a", False),
+    ("vllm", "vllm.a", False), ("0.26.1", "0.26", True), ("0.26.10", "0.26.1", False),
+    ("0.26", "0.26.0", False), ("v0.26.1", "0.26", False), ("0.26.1", "", False),
+])
+def test_dotted_under_is_component_wise_and_textual(text: str, prefix: str, under: bool) -> None:
+    # The rulebooks' "a doc claim of 0.26 agrees with 0.26.0" and "a name under a missing import"
+    # read this; nothing is normalised, so `0.26` never covers `0.26.0`'s neighbour `0.260`.
+    assert value("dotted_under(facts.t, facts.p)", t=text, p=prefix) is under
+    assert value("facts.t.dotted_under(facts.p)", t=text, p=prefix) is under
+
+
 # --- versions -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("a", "b", "order"), [

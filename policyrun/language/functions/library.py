@@ -283,6 +283,12 @@ LIBRARY: tuple[Function, ...] = (
              "facts file: NaN, Infinity, duplicate keys, numbers longer than 100 characters or outside 64 bits "
              "and nesting deeper than 128 are errors giving the line and column, never a silent value.",
              "O(len)", "json('{\"data\": [{\"id\": \"m\"}]}').data[0].id", "m", _TEXT),
+    Function("dotted_under", (sig("text: string, prefix: string -> bool", member=True),), paths.dotted_under,
+             "Whether the text is the prefix or continues it after a '.': a Python dotted name inside a "
+             "module or class (`vllm.a.b` is under `vllm.a`, `vllm.ab` is not), a version within a release "
+             "line (`0.26.1` is under `0.26`, `0.26.10` is not under `0.26.1`). Textual: nothing is "
+             "normalised (`0.26` is not under `0.26.0`, nor `v0.26.1` under `0.26`).",
+             "O(len)", "'vllm.config.VllmConfig'.dotted_under('vllm.config')", True, _TEXT),
 
     Function("capture", (sig("text: string, regex: string -> list", member=True),), regex.capture,
              "The groups of the first match of an RE2 regex (a group that did not take part is ''), "

@@ -1,4 +1,5 @@
-"""POSIX path functions: dirname, basename, component-wise containment and glob patterns (the
+"""POSIX path functions: dirname, basename, component-wise containment (of paths, and of dotted
+names and release lines) and glob patterns (the
 gitignore rules of policyrun/globs.py, shared with the probes' include/exclude).
 
 Paths are strings as probes report them (repository-relative, `/`-separated); nothing here reads
@@ -44,6 +45,13 @@ def path_under(path: str, prefix: str) -> bool:
         return False
     # After normalisation `..` can only lead; one left past the prefix climbs out of it.
     return ".." not in parts[len(prefix_parts):]
+
+
+def dotted_under(text: str, prefix: str) -> bool:
+    # Textual on purpose: rulebooks compare release lines (`0.26` of `0.26.1`) and Python dotted
+    # names (`vllm.a` of `vllm.a.b`) exactly as written; PEP 440 or import normalisation would
+    # make `0.26` cover `0.26.0`'s neighbours or fold names that differ.
+    return text == prefix or text.startswith(prefix + ".")
 
 
 def glob_match(path: str, pattern: str) -> bool:
