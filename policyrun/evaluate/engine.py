@@ -12,7 +12,7 @@ from typing import Any
 from policyrun.checkid import part_key, phase_key, rulebook_checks
 from policyrun.errors import RulebookError
 from policyrun.facts import FactsSnapshot
-from policyrun.evaluate.phase import evaluate_records, with_provenance
+from policyrun.evaluate.interpreter import evaluate_records, with_provenance
 from policyrun.language.rulebook import LoadedRulebook, load_rulebook
 from policyrun.trace.model import LayerRef, RulebookRef, Trace
 
