@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policyrun.probes.base import ProbeContext  # noqa: E402
-from policyrun.probes.results.junitxml import JunitProbe  # noqa: E402
+from policyrun.probes.results.junit import JunitProbe  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import best_of  # noqa: E402

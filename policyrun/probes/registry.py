@@ -22,7 +22,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.python.stack",
     "policyrun.probes.python.sourceprobes",
     "policyrun.probes.host.toolchain",
-    "policyrun.probes.results.junitxml", "policyrun.probes.repo.testinventory",
+    "policyrun.probes.results.junit", "policyrun.probes.repo.testinventory",
     "policyrun.probes.results.resultsfile",
     "policyrun.probes.host.system",
     "policyrun.probes.host.general", "policyrun.probes.python.modules",

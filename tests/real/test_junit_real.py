@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from policyrun.probes.base import ProbeContext
-from policyrun.probes.results.junitxml import JunitProbe
+from policyrun.probes.results.junit import JunitProbe
 
 
 def _truth(path: Path) -> dict[str, object]:

@@ -1,59 +1,30 @@
-"""`tests.junit`: test results from JUnit XML (as pytest writes it) or pytest's report-log JSONL.
+"""JUnit XML, read by one streaming expat pass into the test results (results/testresults.py).
 
-JUnit XML comes from test runners and CI artifacts, i.e. from outside, so parsing is defensive:
-a document type declaration (the only place entities can be declared, hence the only way to a
-"billion laughs" or external-entity attack) is refused the moment expat sees it, before any
-of it is processed. The parse streams (expat fed 1 MiB at a time, no element tree is built), so
-memory holds the fact value and one chunk, whatever the file's size.
+The XML comes from test runners and CI artifacts, i.e. from outside, so parsing is defensive: a
+document type declaration (the only place entities can be declared, hence the only way to a
+"billion laughs" or external-entity attack) is refused the moment expat sees it, before any of it
+is processed. expat is fed 1 MiB at a time and no element tree is built, so memory holds the fact
+value and one chunk, whatever the file's size; a token too large for expat to re-scan cheaply is
+skipped in the file (`_feed`).
 
-Outcomes, one per testcase: a <failure> child → failed; else <error> → error; else <skipped>
-→ skipped (pytest writes xfail as <skipped type="pytest.xfail">, counted in skipped and again in
-`xfailed`); else passed. A test that failed and then errored in teardown is counted once, as
-failed, so `tests == passed + failed + errors + skipped` always holds. pytest reports a module
-that failed to import as a testcase with an empty classname and an <error>: it is an error and
-is also listed in `collection_errors`. A module skipped at collection (`pytest.importorskip` at
-module level) is such a testcase with <skipped message="collection skipped"> whose body is the
-repr of `(path, line, "Skipped: reason")`: a skip, also listed in `collection_skips` with the
-module, file, line and reason read from that tuple.
-
-The commit a results file ran on is recorded where the run wrote it: a `policyrun.commit`
-property of a <testsuites> or <testsuite> element, or a sidecar file beside it named `<file>.commit`
-(`git rev-parse HEAD > unit.xml.commit`); both or several suites naming different commits is a
-conflict, kept as such. A gate can then refuse results from another commit, or with none.
-
-Text kept in the fact is capped at TEXT_CAP characters per message attribute or element body:
-a log pasted into a failure must not become a 300 MB fact. Each cut is listed in `truncated`.
+Kept apart from the probe (policyrun.probes.results.junit): this is the parsing machinery, and
+the probe only chooses a parser per file and records where its commit came from.
 """
 
 from __future__ import annotations
 
-import ast
-import glob
 import hashlib
-import json
 import re
-from collections.abc import Iterator, Mapping
 from math import isfinite
 from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
-from policyrun import limits
-from policyrun.errors import PolicyrunError
-from policyrun.jsonfile import parse_json
-from policyrun.probes.base import ProbeContext, ProbeError, ProbeResult
+from policyrun.probes.base import ProbeError
+from policyrun.probes.results.testresults import (COMMIT_CAP, COMMIT_PROPERTY, TEXT_CAP, Results,
+                                                  collection_message, crash_location, first_line, skip_reason)
 
-OUTCOMES = ("passed", "failed", "error", "skipped")
-_RANK = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}  # which phase outcome names a test
-_PYTEST_LOCATION = re.compile(r"^(\S+):(\d+): ")  # "path/test_x.py:12: " before a skip reason in the text
-# The crash location pytest prints last in a failure body: "tests/unit/test_x.py:90: AssertionError".
-_CRASH_LINE = re.compile(r"^([^\s:][^:\n]*):(\d+): ([A-Za-z_][\w.]*)[ \t]*$", re.MULTILINE)
 _FEED = 1 << 20
-COMMIT_PROPERTY = "policyrun.commit"
-COMMIT_SIDECAR = ".commit"  # appended to the results file's name
-_COMMIT_CAP = 200  # characters kept of a recorded commit (it is a SHA; anything longer is shown cut)
-_HEX = re.compile(r"[0-9A-Fa-f]{7,64}")
-TEXT_CAP = 64 * 1024  # characters kept of one message attribute or element body
 # expat (before 2.6) re-scans an unfinished token from its start whenever more input arrives, and
 # pyexpat hands it input 1 MiB at a time however large the Parse call: a 100 MB attribute, comment
 # or processing instruction costs O(n^2) (18 s). Once a token has grown past this many bytes, the
@@ -63,233 +34,12 @@ HUGE_TOKEN = 4 * _FEED
 _OPEN_ATTRIBUTE = re.compile(rb"<[^\s/>]+(?:\s+[^\s=/>]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*"
                              rb"\s+[^\s=/>]+\s*=\s*(?:(\")[^\"]*|(')[^']*)\Z")
 
-_PARAMS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "One results file (glob allowed)."},
-        "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                  "description": "Several results files or globs (** allowed); merged into one fact."},
-        "format": {"enum": ["auto", "junit", "reportlog"], "default": "auto",
-                   "description": "auto: .jsonl files are pytest report-logs, everything else JUnit XML."},
-        "per_test": {"type": "boolean", "default": True,
-                     "description": "Include the per-test map `tests` (turn off for very large runs)."},
-    },
-    "oneOf": [{"required": ["path"]}, {"required": ["paths"]}],
-    "additionalProperties": False,
-}
-
-_STR = {"type": "string"}
-_NSTR = {"type": ["string", "null"]}
-_NINT = {"type": ["integer", "null"]}
-_ISSUE = {"type": "object", "properties": {
-    "id": {"type": "string", "description": "classname::name (file::name without a classname)."},
-    "message": _NSTR, "type": _NSTR, "classname": _NSTR, "name": _STR,
-    "file": {"type": ["string", "null"], "description": "Where it failed: the last `path:line: Error` line of the "
-             "body (pytest's crash location), else null."},
-    "line": {"type": ["integer", "null"], "description": "1-based line of that location."},
-    "truncated": {"type": "boolean", "description": f"The message or body was cut at {TEXT_CAP} characters."}}}
-_FACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "totals": {"type": "object", "properties": {k: {"type": "integer"} for k in (
-            "tests", "passed", "failed", "errors", "skipped", "xfailed", "collection_errors",
-            "collection_skipped")}},
-        "duration": {"type": "number", "description": "Sum of test durations, seconds."},
-        "tests": {"type": ["object", "null"], "additionalProperties": {"type": "object", "properties": {
-            "outcome": {"enum": list(OUTCOMES)}, "duration": {"type": "number"},
-            "message": {"type": ["string", "null"]},
-            "properties": {"type": ["object", "null"], "description": "null when the test recorded none"},
-            "file": {"type": ["string", "null"]}, "line": {"type": ["integer", "null"]}}}},
-        "skips": {"type": "array", "items": {"type": "object", "properties": {
-            "id": _STR, "reason": _STR, "kind": {"enum": ["skip", "xfail"]}, "type": _NSTR,
-            "collection": {"type": "boolean", "description": "A whole module skipped at collection."},
-            "file": {"type": ["string", "null"], "description": "Where the skip was raised, when the report says."},
-            "line": {"type": ["integer", "null"], "description": "1-based line of that place."}}}},
-        "collection_skips": {"type": "array", "description": "Test modules skipped whole at collection.",
-                             "items": {"type": "object", "properties": {
-                                 "id": _STR, "module": _STR, "file": _NSTR, "line": _NINT, "reason": _STR}}},
-        "skip_reasons": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "failures": {"type": "array", "items": _ISSUE},
-        "errors": {"type": "array", "items": _ISSUE},
-        "collection_errors": {"type": "array", "items": _ISSUE},
-        "failed_ids": {"type": "array", "items": _STR, "description": "Ids of failed tests, in report order."},
-        "error_ids": {"type": "array", "items": _STR, "description": "Ids of erroring tests, in report order."},
-        "truncated": {"type": "array", "description": f"Texts cut at {TEXT_CAP} characters.",
-                      "items": {"type": "object", "properties": {
-                          "id": _STR, "what": {"enum": ["message", "body", "property", "attribute"]},
-                          "size": {"type": "integer", "description": "Characters before the cut."}}}},
-        "duplicates": {"type": "array", "items": {"type": "string"}},
-        "suites": {"type": "array", "items": {"type": "string"}},
-        "files": {"type": "array", "items": {"type": "object", "properties": {
-            "path": {"type": "string"}, "sha256": {"type": "string"}, "format": {"type": "string"},
-            "tests": {"type": "integer"},
-            "commit": {"type": ["string", "null"], "description": f"The commit the run recorded (`{COMMIT_PROPERTY}` "
-                       f"suite property or `<file>{COMMIT_SIDECAR}` sidecar); null when none or when they conflict."},
-            "commit_source": {"type": ["string", "null"], "description": "`property`, `sidecar`, or null."},
-            "commit_conflict": {"type": "array", "items": {"type": "string"},
-                                "description": "The different commits the file and its sidecar name (empty "
-                                               "when they agree)."}}}},
-    },
-}
-
-
-def _first_line(text: str | None) -> str | None:
-    if not text:
-        return None
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return None
-
-
-def _collection_message(text: str | None, attr: str | None) -> str | None:
-    """The line that says why collection failed: pytest marks it with `E   `."""
-    for line in (text or "").splitlines():
-        if line.startswith("E "):
-            return line[1:].strip()
-    return _first_line(text) or _first_line(attr)
-
-
-def _crash_location(body: str | None) -> tuple[str | None, int | None]:
-    """pytest ends a failure body with `path:line: ErrorType`; the last such line is where it failed."""
-    last = None
-    for last in _CRASH_LINE.finditer(body or ""):
-        pass
-    return (last.group(1), int(last.group(2))) if last else (None, None)
-
-
-def _skip_tuple(body: str | None) -> tuple[str, int, str] | None:
-    """pytest's body for a skip at collection: the repr of `(path, line, "Skipped: reason")`."""
-    text = (body or "").strip()
-    if not (text.startswith("(") and text.endswith(")")):
-        return None
-    try:
-        value = ast.literal_eval(text)  # literals only: nothing in the report is ever run
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str) and isinstance(value[1], int)
-            and isinstance(value[2], str)):
-        return value[0], value[1], _strip_skipped(value[2])
-    return None
-
-
-def _skip_reason(message: str | None, body: str | None) -> tuple[str, str | None, int | None]:
-    """A skip's reason, file and line: the collection tuple in the body, else the message
-    attribute (pytest writes the clean reason there), else the body without its `path:line: `."""
-    found = _skip_tuple(body)
-    if found:
-        return found[2], found[0], found[1]
-    first = _first_line(body) or ""
-    where = _PYTEST_LOCATION.match(first)
-    file, line = (where.group(1), int(where.group(2))) if where else (None, None)
-    if message is not None:
-        return message, file, line
-    return (first[where.end():] if where else first), file, line
-
-
-class _Results:
-    """Accumulates testcases from any number of files into the fact value."""
-
-    def __init__(self, per_test: bool) -> None:
-        self.per_test = per_test
-        self.tests: dict[str, dict[str, Any]] = {}
-        self.counts = dict.fromkeys(("tests", "passed", "failed", "errors", "skipped", "xfailed",
-                                     "collection_errors", "collection_skipped"), 0)
-        self.duration = 0.0
-        self.skips: list[dict[str, Any]] = []
-        self.skip_reasons: dict[str, int] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.errors: list[dict[str, Any]] = []
-        self.collection_errors: list[dict[str, Any]] = []
-        self.collection_skips: list[dict[str, Any]] = []
-        self.truncated: list[dict[str, Any]] = []
-        self.duplicates: list[str] = []
-        self.suites: list[str] = []
-        self.files: list[dict[str, Any]] = []
-        self.seen: set[str] = set()
-        self.file_commits: list[str] = []  # the file being parsed: its suites' recorded commits
-
-    def failure(self, issue: dict[str, Any]) -> None:
-        self.counts["failed"] += 1
-        self.failures.append(issue)
-
-    def error(self, issue: dict[str, Any], *, collection: bool) -> None:
-        self.counts["errors"] += 1
-        self.errors.append(issue)
-        if collection:
-            self.counts["collection_errors"] += 1
-            self.collection_errors.append(issue)
-
-    def skip(self, test_id: str, reason: str, mtype: str | None, *, xfail: bool, file: str | None,
-             line: int | None, module: str | None) -> None:
-        c = self.counts
-        c["skipped"] += 1
-        if xfail:
-            c["xfailed"] += 1
-        collection = module is not None
-        self.skips.append({"id": test_id, "reason": reason, "kind": "xfail" if xfail else "skip", "type": mtype,
-                           "collection": collection, "file": file, "line": line})
-        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
-        if module is not None:
-            c["collection_skipped"] += 1
-            self.collection_skips.append({"id": test_id, "module": module, "file": file, "line": line,
-                                          "reason": reason})
-
-    def add(self, test_id: str, outcome: str, duration: float, message: str | None, mtype: str | None,
-            properties: dict[str, Any] | None, file: str | None, line: int | None, *, xfail: bool = False,
-            collection: bool = False, where: tuple[str | None, int | None] = (None, None)) -> None:
-        """One report-log test. `where` is the failure's crash location or the skip's place."""
-        cut = message is not None and len(message) > TEXT_CAP
-        if message is not None and cut:
-            self.truncated.append({"id": test_id, "what": "message", "size": len(message)})
-            message = message[:TEXT_CAP]
-        self.counts["tests"] += 1
-        self.duration += duration
-        classname, _, name = test_id.rpartition("::")
-        issue = {"id": test_id, "message": message, "type": mtype, "classname": classname or None, "name": name,
-                 "file": where[0], "line": where[1], "truncated": cut}
-        if outcome == "passed":
-            self.counts["passed"] += 1
-        elif outcome == "failed":
-            self.failure(issue)
-        elif outcome == "error":
-            self.error(issue, collection=collection)
-        else:
-            self.skip(test_id, message or "", mtype, xfail=xfail, file=where[0], line=where[1],
-                      module=test_id if collection else None)
-        if test_id in self.seen:
-            self.duplicates.append(test_id)
-        else:
-            self.seen.add(test_id)
-        if self.per_test:
-            self.tests[test_id] = {"outcome": outcome, "duration": duration, "message": message,
-                                   "properties": properties, "file": file, "line": line}
-
-    def value(self) -> dict[str, Any]:
-        return {
-            "totals": dict(self.counts),
-            "duration": round(self.duration, 6),
-            "tests": self.tests if self.per_test else None,
-            "skips": self.skips,
-            "skip_reasons": dict(sorted(self.skip_reasons.items())),
-            "collection_skips": self.collection_skips,
-            "failures": self.failures,
-            "errors": self.errors,
-            "collection_errors": self.collection_errors,
-            "failed_ids": [f["id"] for f in self.failures],
-            "error_ids": [e["id"] for e in self.errors],
-            "truncated": self.truncated,
-            "duplicates": sorted(set(self.duplicates)),
-            "suites": self.suites,
-            "files": self.files,
-        }
-
 
 class _Unsafe(Exception):
     pass
 
 
-def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
+def parse_junit(path: Path, shown: str, acc: Results) -> tuple[str, int]:
     """One streaming expat pass; Python runs only for the elements a test report needs.
 
     expat calls `start` for every element; a testcase becomes its fact entry right there, and
@@ -387,13 +137,13 @@ def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
             if name == "testsuite":
                 suites.append(a.get("name", ""))
             elif name == "property" and a.get("name") == COMMIT_PROPERTY and a.get("value") is not None:
-                commits.append(a["value"].strip()[:_COMMIT_CAP])
+                commits.append(a["value"].strip()[:COMMIT_CAP])
         elif name == "failure":
             if cur["outcome"] != "failed":
                 cur["outcome"] = "failed"
                 cur["_type"] = a.get("type")
                 cur["_names"] = cur_names
-                cur["message"] = cut(_first_line(a.get("message")), "message")
+                cur["message"] = cut(first_line(a.get("message")), "message")
                 capture(name, cur, "_body")
         elif name == "error":
             if cur["outcome"] in ("passed", "skipped"):
@@ -404,7 +154,7 @@ def _parse_junit(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
                     cur["_collection"] = cut(a.get("message"), "message") or ""
                     capture(name, cur, "_collection_text")
                 else:
-                    cur["message"] = cut(_first_line(a.get("message")), "message")
+                    cur["message"] = cut(first_line(a.get("message")), "message")
                     capture(name, cur, "_body")
         elif name == "skipped":
             if cur["outcome"] == "passed":
@@ -538,7 +288,7 @@ def _skip_until(f: Any, sha: Any, buf: bytes, close: bytes, kept: bytes) -> tupl
     return head, buf[at:], dropped + at
 
 
-def _tally(ids: list[str], entries: list[dict[str, Any]], acc: _Results) -> None:
+def _tally(ids: list[str], entries: list[dict[str, Any]], acc: Results) -> None:
     """Totals and issue lists from the parsed entries; the private `_` keys are removed here."""
     c = acc.counts
     per_test = acc.per_test
@@ -559,7 +309,7 @@ def _tally(ids: list[str], entries: list[dict[str, Any]], acc: _Results) -> None
         acc.truncated.extend({"id": test_id, "what": w, "size": n} for w, n in cuts)
         mtype = d.pop("_type", None)
         if outcome == "skipped":
-            reason, file, line = _skip_reason(d.pop("_skip_attr", None), d.pop("_skip_text", None))
+            reason, file, line = skip_reason(d.pop("_skip_attr", None), d.pop("_skip_text", None))
             d["message"] = reason
             acc.skip(test_id, reason, mtype, xfail=mtype == "pytest.xfail", file=file, line=line,
                      module=d.pop("_module", None))
@@ -567,13 +317,13 @@ def _tally(ids: list[str], entries: list[dict[str, Any]], acc: _Results) -> None
         classname, name = d.pop("_names")
         collection_attr = d.pop("_collection", None)
         if collection_attr is not None:
-            d["message"] = _collection_message(d.pop("_collection_text", None), collection_attr)
+            d["message"] = collection_message(d.pop("_collection_text", None), collection_attr)
             body = None
         else:
             body = d.pop("_body", None)
             if d["message"] is None:
-                d["message"] = _first_line(body)
-        file, line = _crash_location(body)
+                d["message"] = first_line(body)
+        file, line = crash_location(body)
         issue = {"id": test_id, "message": d["message"], "type": mtype, "classname": classname or None,
                  "name": name, "file": file, "line": line, "truncated": any(w != "property" for w, _ in cuts)}
         if outcome == "failed":
@@ -585,191 +335,3 @@ def _tally(ids: list[str], entries: list[dict[str, Any]], acc: _Results) -> None
     c["tests"] += len(ids)
     c["passed"] += passed
     acc.duration += duration
-
-
-def _longrepr_message(longrepr: Any) -> str | None:
-    if isinstance(longrepr, dict):
-        crash = longrepr.get("reprcrash") or {}
-        return _first_line(crash.get("message")) or _first_line(str(longrepr.get("longrepr") or ""))
-    if isinstance(longrepr, (list, tuple)) and len(longrepr) == 3:  # (path, lineno, "Skipped: reason")
-        return _strip_skipped(str(longrepr[2]))
-    return _first_line(longrepr) if isinstance(longrepr, str) else None
-
-
-def _longrepr_where(longrepr: Any) -> tuple[str | None, int | None]:
-    """The 1-based place a report-log longrepr points at: a skip tuple's, or the crash's."""
-    if isinstance(longrepr, (list, tuple)) and len(longrepr) == 3 and isinstance(longrepr[1], int):
-        return str(longrepr[0]), longrepr[1]
-    if isinstance(longrepr, dict):
-        crash = longrepr.get("reprcrash") or {}
-        path, line = crash.get("path"), crash.get("lineno")
-        if isinstance(path, str) and isinstance(line, int):
-            return path, line
-    return None, None
-
-
-def _strip_skipped(text: str) -> str:
-    return text[len("Skipped: "):] if text.startswith("Skipped: ") else text
-
-
-def _parse_reportlog(path: Path, shown: str, acc: _Results) -> tuple[str, int]:
-    """pytest-reportlog: one JSON object per line; a test has setup/call/teardown reports."""
-    before = acc.counts["tests"]
-    sha = hashlib.sha256()
-    tests: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            sha.update(raw)
-            if not raw.strip():
-                continue
-            try:  # pytest writes NaN for some durations; nesting and duplicate keys are refused
-                rec = parse_json(raw.decode("utf-8", "replace"), f"{shown}:{lineno}", what="report-log line",
-                                 code="junit.bad_reportlog", max_depth=limits.RESULTS_DEPTH, allow_nonfinite=True)
-            except PolicyrunError as exc:
-                raise ProbeError("junit.bad_reportlog", f"{shown}:{lineno}: not a JSON line: {exc.message}") from None
-            rtype = rec.get("$report_type") if isinstance(rec, dict) else None
-            if rtype == "CollectReport":
-                outcome, longrepr = rec.get("outcome"), rec.get("longrepr")
-                if outcome in ("failed", "skipped"):
-                    nodeid = rec.get("nodeid") or "<collection>"
-                    t = tests.setdefault(nodeid, _blank(order, nodeid))
-                    if outcome == "failed":
-                        text = longrepr if isinstance(longrepr, str) else json.dumps(longrepr)
-                        t.update(outcome="error", message=_collection_message(text, None), collection=True)
-                    else:
-                        t.update(outcome="skipped", message=_longrepr_message(longrepr) or "", collection=True,
-                                 type="pytest.skip", where=_longrepr_where(longrepr))
-                continue
-            if rtype != "TestReport":
-                continue
-            nodeid = rec.get("nodeid", "")
-            t = tests.get(nodeid) or tests.setdefault(nodeid, _blank(order, nodeid))
-            when, outcome = rec.get("when"), rec.get("outcome")
-            d = rec.get("duration")
-            if isinstance(d, (int, float)) and isfinite(d):
-                t["duration"] += float(d)
-            for pair in rec.get("user_properties") or []:
-                if isinstance(pair, (list, tuple)) and len(pair) == 2:
-                    t["properties"][str(pair[0])] = pair[1]
-            loc = rec.get("location")
-            if isinstance(loc, (list, tuple)) and len(loc) >= 2 and t["file"] is None:
-                t["file"] = loc[0]
-                t["line"] = loc[1] if isinstance(loc[1], int) else None  # 0-based, as pytest writes it
-            if outcome == "failed":
-                phase = "failed" if when == "call" else "error"
-                if "wasxfail" in rec and when == "call":
-                    phase = "failed"  # strict xpass
-                if _RANK[phase] > _RANK[t["outcome"]]:
-                    t.update(outcome=phase, message=_longrepr_message(rec.get("longrepr")),
-                             where=_longrepr_where(rec.get("longrepr")))
-            elif outcome == "skipped":
-                if _RANK["skipped"] > _RANK[t["outcome"]]:
-                    xfail = "wasxfail" in rec
-                    reason = rec.get("wasxfail") if xfail else _longrepr_message(rec.get("longrepr"))
-                    t.update(outcome="skipped", message=reason or "", xfail=xfail,
-                             type="pytest.xfail" if xfail else "pytest.skip",
-                             where=(None, None) if xfail else _longrepr_where(rec.get("longrepr")))
-    for nodeid in order:
-        t = tests[nodeid]
-        acc.add(nodeid, t["outcome"], round(t["duration"], 6), t["message"], t["type"], t["properties"] or None,
-                t["file"], t["line"], xfail=t["xfail"], collection=t["collection"], where=t["where"])
-    return sha.hexdigest(), acc.counts["tests"] - before
-
-
-def _blank(order: list[str], nodeid: str) -> dict[str, Any]:
-    order.append(nodeid)
-    return {"outcome": "passed", "duration": 0.0, "message": None, "type": None, "properties": {},
-            "file": None, "line": None, "xfail": False, "collection": False, "where": (None, None)}
-
-
-def _expand(patterns: list[str], ctx: ProbeContext) -> Iterator[tuple[Path, str]]:
-    seen: set[Path] = set()
-    for pattern in patterns:
-        full = ctx.resolve(pattern)
-        if glob.has_magic(pattern):
-            matches = sorted(Path(p) for p in glob.glob(str(full), recursive=True) if Path(p).is_file())
-            if not matches:
-                raise ProbeError("file.not_found", f"no file matches {pattern!r} (under {ctx.base_dir})")
-        else:
-            if not full.is_file():
-                raise ProbeError("file.not_found", f"test report {str(full)!r} does not exist; run the tests "
-                                 "with --junitxml first or fix the probe's path")
-            matches = [full]
-        for m in matches:
-            if m not in seen:
-                seen.add(m)
-                yield m, str(m)
-
-
-def _sidecar_commit(path: Path, shown: str) -> str | None:
-    """The first non-empty line of `<file>.commit` beside the results file, or None without one."""
-    sidecar = path.with_name(path.name + COMMIT_SIDECAR)
-    if not sidecar.is_file():
-        return None
-    try:
-        with sidecar.open("rb") as f:
-            head = f.read(4096)  # a SHA and a newline; never read a huge file whole
-    except OSError as exc:
-        raise ProbeError("file.unreadable", f"cannot read {shown}{COMMIT_SIDECAR}: {exc.strerror or exc}") from None
-    line = _first_line(head.decode("utf-8", "replace")) or ""
-    return line[:_COMMIT_CAP]
-
-
-def _commit_record(properties: list[str], sidecar: str | None) -> dict[str, Any]:
-    """`commit`, `commit_source` and `commit_conflict` of one results file."""
-    # A SHA is compared as git writes it (lowercase); anything else is kept as written, to be shown.
-    named = [c.lower() if _HEX.fullmatch(c) else c for c in [*properties, sidecar or ""] if c]
-    distinct = sorted(set(named))
-    if len(distinct) > 1:
-        return {"commit": None, "commit_source": None, "commit_conflict": distinct}
-    if not distinct:
-        return {"commit": None, "commit_source": None, "commit_conflict": []}
-    source = "property" if any(properties) else "sidecar"
-    return {"commit": distinct[0], "commit_source": source, "commit_conflict": []}
-
-
-class JunitProbe:
-    kind = "tests.junit"
-    summary = ("Test results from JUnit XML (pytest and common variants) or pytest report-log JSONL: totals, "
-               "per-test outcome and duration, every skip with its reason, failures, collection errors.")
-    params_schema: Mapping[str, Any] = _PARAMS_SCHEMA
-    fact_schema: Mapping[str, Any] = _FACT_SCHEMA
-
-    def side_effects(self, params: Mapping[str, Any]) -> frozenset[str]:
-        return frozenset()
-
-    def run(self, params: Mapping[str, Any], ctx: ProbeContext) -> ProbeResult:
-        patterns = list(params.get("paths") or []) + ([params["path"]] if params.get("path") else [])
-        if not patterns:
-            raise ProbeError("param.invalid", "tests.junit needs `path` or `paths`")
-        fmt = params.get("format", "auto")
-        acc = _Results(bool(params.get("per_test", True)))
-        sources: list[str] = []
-        for path, shown in _expand(patterns, ctx):
-            kind = fmt if fmt != "auto" else ("reportlog" if path.suffix == ".jsonl" else "junit")
-            acc.file_commits = []
-            try:
-                parse = _parse_reportlog if kind == "reportlog" else _parse_junit
-                sha, count = parse(path, shown, acc)
-            except OSError as exc:
-                raise ProbeError("file.unreadable", f"cannot read {shown}: {exc.strerror or exc}") from None
-            sidecar = _sidecar_commit(path, shown)
-            acc.files.append({"path": shown, "sha256": sha, "format": kind, "tests": count,
-                              **_commit_record(acc.file_commits, sidecar)})
-            sources.append(shown)
-            if sidecar is not None:
-                sources.append(shown + COMMIT_SIDECAR)
-        return ProbeResult(value=acc.value(), sources=sources)
-
-    def empty_value(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The fact for one report holding no test (`<testsuites/>`): what lint's L030 evaluates a
-        phase's checks against."""
-        acc = _Results(bool(params.get("per_test", True)))
-        acc.files.append({"path": "report.xml", "sha256": hashlib.sha256(b"<testsuites/>").hexdigest(),
-                          "format": "junit", "tests": 0, "commit": None, "commit_source": None,
-                          "commit_conflict": []})
-        return acc.value()
-
-
-PROBES = [JunitProbe()]
