@@ -23,7 +23,9 @@ from policyrun.collection.run import collect
 from policyrun.language.lint import findings_for
 from policyrun.model import Rulebook
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError
-from policyrun.probes.host.command import DEFAULT_ENV_ALLOW, CommandProbe, EnvProbe, PathProbe
+from policyrun.probes.host.command import DEFAULT_ENV_ALLOW, CommandProbe
+from policyrun.probes.host.env import EnvProbe
+from policyrun.probes.host.path import PathProbe
 from policyrun.probes.python.modules import PythonModulesProbe, modules_script
 from policyrun.probes.registry import get
 from policyrun.language.rulebook import load_rulebook
