@@ -1,5 +1,7 @@
-"""Which version mentions of a sentence state a bound, and the PEP 440 specifier set they state:
-"0.24.0 or newer", "at least 0.24", ">= 0.24.0", "0.24+", "supports 0.24 through 0.27".
+"""Which version mentions of a sentence state a bound, and the PEP 440 specifier set they state.
+
+"0.24.0 or newer", "at least 0.24", ">= 0.24.0", "0.24+", "supports 0.24 through 0.27" each state
+a range; any other mention is the version the project is on.
 
 Kept apart from the probe (repo/claims.py): the words and operators of a bound are a small
 grammar of their own, read from the text around each version and nothing else.
