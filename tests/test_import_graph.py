@@ -134,7 +134,7 @@ def test_no_cycles(graph: dict[str, set[str]]) -> None:
 FAMILIES = ("repo", "python", "host", "gpu", "results")
 ACROSS_FAMILIES = {
     # pins.constant reads a module's constant from a Python tree at a revision, as python.* do.
-    ("policyrun.probes.repo.pinfiles", "policyrun.probes.python.source"),
+    ("policyrun.probes.repo.pins", "policyrun.probes.python.source"),
 }
 
 

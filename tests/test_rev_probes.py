@@ -10,7 +10,7 @@ import pytest
 from policyrun.collection.run import collect
 from policyrun.model import Rulebook
 from policyrun.probes.base import ProbeError
-from policyrun.probes.repo.pinfiles import glob_match
+from policyrun.probes.repo.pins import glob_match
 from tests.gitfixtures import GitRepo, init_repo, run_probe, snapshot
 
 

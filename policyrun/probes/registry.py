@@ -16,7 +16,7 @@ BUILTIN_MODULES = (
     "policyrun.probes.repo.gitstate", "policyrun.probes.repo.git", "policyrun.probes.repo.worktreediff",
     "policyrun.probes.repo.search",
     "policyrun.probes.python.markers", "policyrun.probes.repo.claims",
-    "policyrun.probes.repo.pinfiles",
+    "policyrun.probes.repo.pins",
     "policyrun.probes.repo.files", "policyrun.probes.repo.workflows",
     "policyrun.probes.gpu.nvml",
     "policyrun.probes.python.stack",

@@ -12,7 +12,7 @@ from typing import Any
 from policyrun.language.functions.versions import version_unique
 from policyrun.probes.base import ProbeContext
 from policyrun.probes.repo.claims import ClaimsProbe
-from policyrun.probes.repo.pinfiles import PackagePinsProbe
+from policyrun.probes.repo.pins import PackagePinsProbe
 from tests.claimconventions import flagship_vars, vllm_claims
 from tests.real.conftest import git
 
