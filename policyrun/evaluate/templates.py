@@ -12,7 +12,8 @@ from typing import Any
 
 from policyrun.evaluate.expreval import EvalContext
 from policyrun.evaluate.expreval import run_value as _run_value
-from policyrun.language.expr import ExprError, bounded_text, render_value, split_template
+from policyrun.language.expr import ExprError
+from policyrun.language.interpolation import bounded_text, render_value, split_template
 from policyrun.language.violationrows import rows_text
 from policyrun.model import SEVERITY, RowSpec, Status
 from policyrun.trace.records import CheckRec
