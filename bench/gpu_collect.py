@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from policyrun.language.expr import interpolate  # noqa: E402
+from policyrun.language.interpolation import interpolate  # noqa: E402
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, RepoState  # noqa: E402
 from policyrun.model import Rulebook  # noqa: E402
 from policyrun.probes import registry  # noqa: E402

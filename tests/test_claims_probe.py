@@ -13,7 +13,8 @@ import pytest
 from policyrun.language import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.repo.claims import ClaimsProbe, parse_blocks
+from policyrun.probes.repo.claims import ClaimsProbe
+from policyrun.probes.repo.markdownblocks import parse_blocks
 from tests.claimconventions import vllm_claims
 from tests.gitfixtures import init_repo, snapshot
 

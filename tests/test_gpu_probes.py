@@ -229,7 +229,7 @@ def test_example_rulebook_uses_these_probes_validly() -> None:
             granted = {e for e, ok in rulebook.modes[mode].permissions.items() if ok}
             assert effects <= granted, (pid, mode)
     # init_cuda follows the mode, so only the mode that grants gpu_context initialises CUDA.
-    from policyrun.language.expr import interpolate
+    from policyrun.language.interpolation import interpolate
 
     stack = rulebook.probes["stack"]
     for mode, expected in (("inventory", frozenset()), ("on-device", frozenset({"gpu_context"}))):

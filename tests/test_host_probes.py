@@ -23,7 +23,9 @@ from policyrun.collection.run import collect
 from policyrun.language.lint import findings_for
 from policyrun.model import Rulebook
 from policyrun.probes.base import SIDE_EFFECTS, ProbeContext, ProbeError
-from policyrun.probes.host.general import DEFAULT_ENV_ALLOW, CommandProbe, EnvProbe, PathProbe
+from policyrun.probes.host.command import DEFAULT_ENV_ALLOW, CommandProbe
+from policyrun.probes.host.env import EnvProbe
+from policyrun.probes.host.path import PathProbe
 from policyrun.probes.python.modules import PythonModulesProbe, modules_script
 from policyrun.probes.registry import get
 from policyrun.language.rulebook import load_rulebook
@@ -169,7 +171,7 @@ def test_command_fails_closed_without_ok_exit_codes(tmp_path: Path, monkeypatch:
 
 
 def test_command_env_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyrun.probes.host.general import ENV_PRESETS
+    from policyrun.probes.host.command import ENV_PRESETS
 
     for name in ENV_PRESETS["tls"] + ENV_PRESETS["proxy"]:
         monkeypatch.delenv(name, raising=False)
@@ -776,7 +778,7 @@ def test_modules_gpu_visible_is_refused_without_gpu_context(tmp_path: Path) -> N
 
 
 def test_signal_names() -> None:
-    from policyrun.probes.host.general import _signal_name
+    from policyrun.probes.host.command import _signal_name
 
     assert _signal_name(int(signal.SIGKILL)) == "SIGKILL" and _signal_name(250) == "signal 250"
 

@@ -18,7 +18,8 @@ import pytest
 from policyrun.language import expr
 from policyrun.probes import registry
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.results.junit import TEXT_CAP, JunitProbe
+from policyrun.probes.results.junit import JunitProbe
+from policyrun.probes.results.testresults import TEXT_CAP
 from policyrun.probes.results.resultsfile import ResultsProbe
 
 DATA = Path(__file__).parent / "data" / "junit"

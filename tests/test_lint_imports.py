@@ -41,7 +41,9 @@ def test_cold_lint_imports_no_evaluation_templates_or_probe_implementations(tmp_
     assert out["findings"] == []
     modules = set(out["modules"])
     assert "policyrun.language.expr" in modules  # it did compile the expressions
-    for name in ("jinja2", "packaging", "policyrun.evaluate.expreval", "policyrun.evaluate.derive", "policyrun.evaluate.interpreter",
+    for name in ("jinja2", "packaging", "policyrun.evaluate.expreval", "policyrun.evaluate.derive",
+                 "policyrun.evaluate.interpreter", "policyrun.evaluate.gating", "policyrun.evaluate.phase",
+                 "policyrun.evaluate.templates", "policyrun.evaluate.settle",
                  "policyrun.language.guard", "policyrun.render.templating"):
         assert name not in modules, f"a cold lint imported {name}"
     probes = sorted(m for m in modules if m.startswith("policyrun.probes."))

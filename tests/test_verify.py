@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from policyrun.cli import main
-from policyrun.audit.verify import differences
+from policyrun.audit.differences import differences
 
 RULEBOOK = """\
 policyrun: 1

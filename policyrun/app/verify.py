@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from policyrun.audit.verify import Outcome, Pins
+    from policyrun.audit.pins import Pins
+    from policyrun.audit.verify import Outcome
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class VerifyRequest:
 def verify(request: VerifyRequest) -> Outcome:
     from policyrun.trace import dsse
     from policyrun.errors import UsageError
-    from policyrun.audit.verify import Request, read_claim_file, verify_envelope, verify_trace
+    from policyrun.audit.reevaluate import Request
+    from policyrun.audit.verify import read_claim_file, verify_envelope, verify_trace
 
     audit = Request(facts=list(request.facts), rulebook=request.rulebook, inputs_file=request.inputs_file,
                     sets=list(request.sets), allow_stale=request.allow_stale_facts, waivers=request.waivers,
@@ -54,7 +56,7 @@ def pins(rulebook_sha256: tuple[str, ...], refs: tuple[str, ...]) -> Pins | None
     import re
 
     from policyrun.errors import UsageError
-    from policyrun.audit.verify import Pins
+    from policyrun.audit.pins import Pins
 
     hexes = [h.lower() for h in rulebook_sha256]
     for h in hexes:

@@ -16,7 +16,8 @@ from typing import Any
 
 from policyrun import limits
 from policyrun.evaluate.derive import Budget, Derivation, derive_for_params, graph_of
-from policyrun.language.expr import ExprError, InterpolationError, compile_condition, evaluate, interpolate
+from policyrun.language.expr import ExprError, compile_condition, evaluate
+from policyrun.language.interpolation import InterpolationError, interpolate
 from policyrun.facts import Fact, FactError, FactsSnapshot, Provenance, fact_code
 from policyrun.model import ProbeSpec, Rulebook
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from policyrun.language.derivegraph import graph_of
 from policyrun.errors import Finding, FindingSink
-from policyrun.language.expr import Compiled, ExprError, caret, compile_condition, compile_expr, split_template
+from policyrun.language.expr import Compiled, ExprError, caret, compile_condition, compile_expr
+from policyrun.language.interpolation import split_template
 from policyrun.language.rulebook import LoadedRulebook, node_path_text
 from policyrun.yamlsource import NodePath
 

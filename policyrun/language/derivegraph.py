@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from policyrun.language.expr import ExprError, compile_expr, template_exprs
+from policyrun.language.expr import ExprError, compile_expr
+from policyrun.language.interpolation import template_exprs
 
 if TYPE_CHECKING:
     from policyrun.model import Rulebook

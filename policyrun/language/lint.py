@@ -105,7 +105,7 @@ def _type_findings(rb: LoadedRulebook) -> list[Finding]:
 
 
 def _probe_findings(rb: LoadedRulebook) -> list[Finding]:
-    from policyrun.language.expr import has_template
+    from policyrun.language.interpolation import has_template
     from policyrun.probes.declared import declarations
 
     sink = FindingSink()

@@ -29,7 +29,7 @@ _SATISFIED, _FAILS, _UNKNOWN = "satisfied", "fails", "unknown"  # what an eviden
 
 
 def vacuous_findings(rb: LoadedRulebook) -> list[Finding]:
-    from policyrun.language.expr import has_template
+    from policyrun.language.interpolation import has_template
     from policyrun.probes.declared import declarations
 
     model = rb.model

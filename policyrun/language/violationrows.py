@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from policyrun.language.expr import render_value
+from policyrun.language.interpolation import render_value
 from policyrun.language.functions.base import show
 from policyrun.model import RowSpec
 

@@ -25,7 +25,8 @@ BUILTIN_MODULES = (
     "policyrun.probes.results.junit", "policyrun.probes.repo.testinventory",
     "policyrun.probes.results.resultsfile",
     "policyrun.probes.host.system",
-    "policyrun.probes.host.general", "policyrun.probes.python.modules",
+    "policyrun.probes.host.command", "policyrun.probes.host.env", "policyrun.probes.host.path",
+    "policyrun.probes.python.modules",
     "policyrun.probes.host.webhttp", "policyrun.probes.host.netports", "policyrun.probes.host.dockercli",
     "policyrun.probes.host.disk", "policyrun.probes.python.index", "policyrun.probes.python.record",
 )

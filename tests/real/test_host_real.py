@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from policyrun.probes.base import ProbeContext, ProbeError
-from policyrun.probes.host.general import CommandProbe, PathProbe
+from policyrun.probes.host.command import CommandProbe
+from policyrun.probes.host.path import PathProbe
 from policyrun.probes.python.modules import PythonModulesProbe
 from tests.real.conftest import git
 
