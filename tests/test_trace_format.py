@@ -117,7 +117,10 @@ def test_verify_verifies_a_format_1_trace(tmp_path: Path, capsys: pytest.Capture
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(data, indent=2))
     code = main(["verify", str(path), "--facts", str(EXAMPLE / "facts.json")])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    # The auditor is told the file was format 1 and how it was compared.
+    assert f"policyrun: note: {path} is trace format 1; it was read as format 2" in captured.err
     if not edit:
         assert code == 0 and out.startswith(f"verified: {path}"), out
     else:
@@ -146,3 +149,11 @@ def test_an_attestation_over_a_format_1_trace_verifies_against_it(tmp_path: Path
                      "--facts", str(EXAMPLE / "facts.json")])
         out = capsys.readouterr().out
         assert code == 0 and "NOT VERIFIED" not in out, out
+
+
+def test_verify_says_nothing_of_formats_for_a_trace_of_this_format(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "trace.json"
+    path.write_text((EXAMPLE / "expected" / "trace.json").read_text())
+    assert main(["verify", str(path), "--facts", str(EXAMPLE / "facts.json")]) == 0
+    assert "trace format" not in capsys.readouterr().err

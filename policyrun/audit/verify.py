@@ -36,10 +36,10 @@ class Outcome:
 
 
 def verify_trace(path: Path, request: Request) -> Outcome:
-    from policyrun.trace.model import load_trace
+    from policyrun.trace.model import TRACE_FORMAT, read_trace
     from policyrun.trace.consistency import inconsistencies
 
-    claimed = load_trace(path, force=True)  # an inconsistent trace is what verify is for: report it
+    claimed, written_as = read_trace(path, force=True)  # an inconsistent trace is what verify is for: report it
     again = reevaluate(Claim.of_trace(claimed), request)
     name = display_path(path)
     diffs = trace_differences(claimed, again.trace)
@@ -49,6 +49,12 @@ def verify_trace(path: Path, request: Request) -> Outcome:
     # The values the trace summarises, kept beside it (values/): each file must match its checksum.
     kept, kept_notes = value_problems(claimed, path)
     notes = [*again.notes, *kept_notes]
+    if written_as != TRACE_FORMAT:
+        # The comparison is field by field in this policyrun's format: say so, so an auditor who
+        # reads the file itself is not surprised that the checks sit elsewhere there.
+        notes.insert(0, f"{display_path(path)} is trace format {written_as}; it was read as format {TRACE_FORMAT} "
+                        "(each phase's checks in the field of their kind, nothing else changed: docs/semantics.md, "
+                        "\"Trace format 2\") and compared with its re-evaluation in that format")
     if kept:
         lines = [f"VALUE MISMATCH: {p}" for p in kept]
         if diffs or pins:

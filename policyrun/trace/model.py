@@ -309,13 +309,26 @@ class Trace(BaseModel):
 
 def load_trace(path: Path, *, force: bool = False) -> Trace:
     """A trace file; refused (T005) when its statuses contradict its own checks, unless `force`."""
+    return read_trace(path, force=force)[0]
+
+
+def read_trace(path: Path, *, force: bool = False) -> tuple[Trace, int]:
+    """`load_trace`, and the format the file was written in: a format-1 trace is read as format 2,
+    and an auditor comparing it should be told so (`verify` says it)."""
     from policyrun import limits
     from policyrun.jsonfile import load_json_model
     from policyrun.trace.consistency import refuse_inconsistent
 
+    upgraded: list[bool] = []
+
+    def upgrade(data: Any) -> Any:
+        out = upgrade_format1(data)
+        upgraded.append(out is not data)  # upgrade_format1 returns other data as it is
+        return out
+
     trace = load_json_model(path, Trace, what="trace", code="T", max_bytes=limits.TRACE_BYTES,
                             max_depth=limits.TRACE_DEPTH, hint="pass a trace.json written by `policyrun evaluate` (trace formats 1 "
-                                                            "and 2 are read)", upgrade=upgrade_format1)
+                                                            "and 2 are read)", upgrade=upgrade)
     if not force:
         refuse_inconsistent(trace, path)
-    return trace
+    return trace, 1 if any(upgraded) else TRACE_FORMAT
