@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from policyrun.errors import Location
 from policyrun.language.interpolation import render_value
 from policyrun.language.functions.base import show
 from policyrun.model import RowSpec
@@ -32,15 +33,15 @@ def row_problem(rows: list[Any], spec: RowSpec) -> str | None:
     return None
 
 
-def row_site(row: Any, spec: RowSpec) -> tuple[str, int] | None:
-    """(file, line; 0 when the row names no line) of a row that names a file, else None."""
+def row_site(row: Any, spec: RowSpec) -> Location | None:
+    """Where a row that names a file is (line 0 when it names no line), else None."""
     if spec.file is None or not isinstance(row, dict):
         return None
     file = row.get(spec.file)
     if not isinstance(file, str) or not file:
         return None
     line = row.get(spec.line) if spec.line is not None else None
-    return file, line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0
+    return Location(file, line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0)
 
 
 def row_body(row: dict[str, Any], spec: RowSpec) -> str:
@@ -59,7 +60,7 @@ def row_text(row: Any, spec: RowSpec) -> str:
     site = row_site(row, spec)
     if site is None:
         return body
-    where = f"{site[0]}:{site[1]}" if site[1] else site[0]
+    where = f"{site.file}:{site.line}" if site.line else site.file  # no column: rows name lines
     return f"{where}: {body}" if body else where
 
 

@@ -303,7 +303,7 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
         for item in items:
             where = f"violation of {check.id}"
             if check.row is not None and (site := row_site(item, check.row)) is not None:
-                add(iter([_Raw(Location(site[0], site[1], 0), where)]), list(check.facts))  # the row's declared location
+                add(iter([_Raw(site, where)]), list(check.facts))  # the row's declared location
             elif isinstance(item, str):
                 add(_sites(item, where), list(check.facts))
             elif located:
@@ -328,10 +328,10 @@ def check_locations(trace: Trace, check: CheckRecord, resolver: Resolver,
     return out.items
 
 
-def row_location(resolver: Resolver, probes: list[str], path: str, line: int, where: str) -> CodeLocation:
+def row_location(resolver: Resolver, probes: list[str], site: Location, where: str) -> CodeLocation:
     """A `violations` row's declared file and line, resolved as the rows of the check's facts are."""
     root, repo = _root_for(resolver, probes)
-    return resolver.resolve(_Raw(Location(path, line, 0), where), root, repo)
+    return resolver.resolve(_Raw(site, where), root, repo)
 
 
 def _param_files(prov: Provenance) -> list[str]:

@@ -30,7 +30,7 @@ def located_rows(check: CheckRecord, resolver: Resolver) -> list[RowSite]:
         site = row_site(row, check.row)
         if site is None:
             continue
-        loc = row_location(resolver, list(check.facts), site[0], site[1], f"row of {check.id}")
+        loc = row_location(resolver, list(check.facts), site, f"row of {check.id}")
         out.append(RowSite(loc, row_body(row, check.row)))
         if len(out) >= MAX_ROWS:
             break
