@@ -8,7 +8,7 @@ import dataclasses
 import typing
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from policyrun.trace import model as trace
 
@@ -47,6 +47,6 @@ def test_working_notes_never_reach_the_trace() -> None:
     # would fail the evaluation rather than leak into the trace.
     notes = {k for t, _ in PAIRS for k in typing.get_type_hints(t) if k.startswith("_")}
     assert notes == {"_violations", "_unavailable", "_templated"}
-    with pytest.raises(Exception, match="_templated"):
+    with pytest.raises(ValidationError, match="_templated"):
         trace.PhaseRecord.model_validate({"phase": "P", "status": "PASS", "reason": "r", "next_allowed_action": "",
                                           "_templated": True})

@@ -52,7 +52,7 @@ def error_code(probe: str) -> str | None:
 def error_message(probe: str) -> str | None:
     """The failed probe's error message (what a failed `command` exited with and its stderr tail);
     null when it succeeded. The status map installed by an evaluation answers `message(pid)`
-    (policyrun.evaluate.interpreter.fact_status_of); one without messages (collection's own) answers the
+    (policyrun.evaluate.expreval.fact_status_of); one without messages (collection's own) answers the
     code, so a message quoting it still says something true."""
     code = error_code(probe)
     if code is None:
